@@ -1,0 +1,128 @@
+// Package app wires the service from configuration: AWS clients, the store,
+// the services and the HTTP handler. Lambda functions, the local server, the
+// admin tool and the tests all build it the same way.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"avatarsvc/shared/auth"
+	"avatarsvc/shared/httpapi"
+	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/media"
+	"avatarsvc/shared/ratelimit"
+	"avatarsvc/shared/sessions"
+	"avatarsvc/shared/store"
+)
+
+// Config is read from the environment (template.yaml sets it in AWS; the
+// local stack and tests set it locally).
+type Config struct {
+	Region      string
+	Tables      store.Tables
+	QueueURL    string
+	MediaBucket string
+	// Endpoints override AWS's, for the local stand-ins. Empty in AWS.
+	DynamoDBEndpoint, SQSEndpoint, S3Endpoint string
+	// Trace turns on X-Ray subsegments for AWS calls (in Lambda, in builds
+	// with the xray tag; see tracing_xray.go).
+	Trace bool
+}
+
+// ConfigFromEnv reads Config; every table, the queue and the bucket must be named.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Region: getenv("AWS_REGION"),
+		Tables: store.Tables{
+			Users: getenv("USERS_TABLE"), APIKeys: getenv("API_KEYS_TABLE"),
+			Sessions: getenv("SESSIONS_TABLE"), RateLimits: getenv("RATE_LIMITS_TABLE"),
+		},
+		QueueURL:         getenv("SESSION_QUEUE_URL"),
+		MediaBucket:      getenv("MEDIA_BUCKET"),
+		DynamoDBEndpoint: getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		SQSEndpoint:      getenv("AWS_ENDPOINT_URL_SQS"),
+		S3Endpoint:       getenv("AWS_ENDPOINT_URL_S3"),
+		Trace:            getenv("AWS_LAMBDA_FUNCTION_NAME") != "",
+	}
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	for name, v := range map[string]string{
+		"USERS_TABLE": c.Tables.Users, "API_KEYS_TABLE": c.Tables.APIKeys, "SESSIONS_TABLE": c.Tables.Sessions,
+		"RATE_LIMITS_TABLE": c.Tables.RateLimits, "SESSION_QUEUE_URL": c.QueueURL, "MEDIA_BUCKET": c.MediaBucket,
+	} {
+		if v == "" {
+			return c, fmt.Errorf("environment variable %s is not set", name)
+		}
+	}
+	return c, nil
+}
+
+// Env renders c as environment variables, for child processes.
+func (c Config) Env() []string {
+	return []string{
+		"AWS_REGION=" + c.Region,
+		"USERS_TABLE=" + c.Tables.Users, "API_KEYS_TABLE=" + c.Tables.APIKeys,
+		"SESSIONS_TABLE=" + c.Tables.Sessions, "RATE_LIMITS_TABLE=" + c.Tables.RateLimits,
+		"SESSION_QUEUE_URL=" + c.QueueURL, "MEDIA_BUCKET=" + c.MediaBucket,
+		"AWS_ENDPOINT_URL_DYNAMODB=" + c.DynamoDBEndpoint, "AWS_ENDPOINT_URL_SQS=" + c.SQSEndpoint,
+		"AWS_ENDPOINT_URL_S3=" + c.S3Endpoint,
+	}
+}
+
+// App is the wired service.
+type App struct {
+	Config   Config
+	AWS      aws.Config
+	Store    *store.Store
+	Sessions *sessions.Service
+	Deps     httpapi.Deps
+}
+
+// New wires an App. now is the clock; log receives JSON logs.
+func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) (*App, error) {
+	opts := []func(*config.LoadOptions) error{config.WithRegion(c.Region)}
+	if c.DynamoDBEndpoint != "" || c.SQSEndpoint != "" || c.S3Endpoint != "" {
+		// Local stand-ins accept any credentials; never use real ones there.
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	if c.Trace {
+		instrumentAWS(&cfg)
+	}
+	st := store.New(cfg, c.DynamoDBEndpoint, c.Tables)
+	sqsClient := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if c.SQSEndpoint != "" {
+			o.BaseEndpoint = aws.String(c.SQSEndpoint)
+		}
+	})
+	s3Client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if c.S3Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.S3Endpoint)
+			o.UsePathStyle = true
+		}
+	})
+	svc := sessions.New(st, jobs.NewQueue(sqsClient, c.QueueURL), media.NewBucket(s3Client, c.MediaBucket), now, log)
+	return &App{
+		Config: c, AWS: cfg, Store: st, Sessions: svc,
+		Deps: httpapi.Deps{
+			Sessions: svc, Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
+		},
+	}, nil
+}
+
+// Handler serves the named routes (all when none are named).
+func (a *App) Handler(only ...string) http.Handler { return httpapi.NewHandler(a.Deps, only...) }

@@ -1,0 +1,9 @@
+//go:build !xray
+
+package app
+
+import "github.com/aws/aws-sdk-go-v2/aws"
+
+// instrumentAWS is off in default builds: Lambda's active tracing still
+// records each invocation; build with -tags xray for per-call subsegments.
+func instrumentAWS(*aws.Config) {}

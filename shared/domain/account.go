@@ -1,0 +1,91 @@
+package domain
+
+import "time"
+
+// User is an account: its plan, its billing period and its minute counters.
+type User struct {
+	ID        string
+	Email     string
+	PlanKey   string
+	CreatedAt time.Time
+	// PeriodStart and PeriodEnd are the payment provider's subscription period
+	// (paid plans only; the free plan uses the calendar month).
+	PeriodStart time.Time
+	PeriodEnd   time.Time
+	WillRenew   bool
+	// UsagePeriod names the period (its start, RFC 3339) that IncludedUsed and
+	// AvatarsUsed count; a different value means those counters are from an
+	// earlier period and read as zero.
+	UsagePeriod        string
+	IncludedUsed       int
+	AvatarsUsed        int
+	PurchasedTotal     int
+	PurchasedRemaining int
+	// ActiveSessions is the concurrency counter, changed only in the same
+	// transaction as a session's start or end.
+	ActiveSessions int
+}
+
+// Period is a billing period: [Start, End).
+type Period struct {
+	Start, End time.Time
+}
+
+// Key identifies the period in counters.
+func (p Period) Key() string { return p.Start.UTC().Format(time.RFC3339) }
+
+// EffectivePlan is the plan in force at now: a paid plan that will not renew
+// falls back to Free once its period has ended.
+func (u User) EffectivePlan(now time.Time) Plan {
+	p, err := LookupPlan(u.PlanKey)
+	if err != nil {
+		return Plans["free"]
+	}
+	if p.Paid && !u.WillRenew && !u.PeriodEnd.IsZero() && !now.Before(u.PeriodEnd) {
+		return Plans["free"]
+	}
+	return p
+}
+
+// CurrentPeriod is the period containing now: the calendar month (UTC) on the
+// free plan, the subscription period (rolled forward monthly while it renews)
+// on paid plans.
+func (u User) CurrentPeriod(now time.Time) Period {
+	now = now.UTC()
+	if !u.EffectivePlan(now).Paid || u.PeriodStart.IsZero() {
+		start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+		return Period{Start: start, End: start.AddDate(0, 1, 0)}
+	}
+	start, end := u.PeriodStart.UTC(), u.PeriodEnd.UTC()
+	if end.IsZero() || !end.After(start) {
+		end = start.AddDate(0, 1, 0)
+	}
+	for months := 1; !now.Before(end); months++ {
+		start, end = end, u.PeriodStart.UTC().AddDate(0, months+1, 0)
+	}
+	return Period{Start: start, End: end}
+}
+
+// IncludedUsedIn is the included minutes billed in period p.
+func (u User) IncludedUsedIn(p Period) int {
+	if u.UsagePeriod != p.Key() {
+		return 0
+	}
+	return u.IncludedUsed
+}
+
+// AvatarsUsedIn is the avatars created in period p.
+func (u User) AvatarsUsedIn(p Period) int {
+	if u.UsagePeriod != p.Key() {
+		return 0
+	}
+	return u.AvatarsUsed
+}
+
+// MinutesRemaining is what the account may still consume in period p,
+// before counting running sessions.
+func (u User) MinutesRemaining(now time.Time) int {
+	p := u.CurrentPeriod(now)
+	included := max(0, u.EffectivePlan(now).IncludedMinutes-u.IncludedUsedIn(p))
+	return included + max(0, u.PurchasedRemaining)
+}

@@ -1,0 +1,193 @@
+package domain
+
+import (
+	"math"
+	"time"
+)
+
+// SessionStatus is a session's state.
+type SessionStatus string
+
+const (
+	StatusCreated SessionStatus = "created"
+	StatusStarted SessionStatus = "started"
+	StatusEnded   SessionStatus = "ended"
+)
+
+// TryAgain is the ws_uri a started session reports until a renderer has
+// joined the room and published its real WebSocket address.
+const TryAgain = "try_again"
+
+// Session is an avatar video session.
+type Session struct {
+	ID          string
+	UserID      string
+	KeyMode     string // "live" or "test": the kind of key that created it
+	Status      SessionStatus
+	TokenHash   string // SHA-256 of the session token; the token itself is never stored
+	AspectRatio string
+	Metadata    map[string]any
+	Room        Room
+	Avatar      AvatarSource
+	CreatedAt   time.Time
+	StartedAt   time.Time // zero until started
+	EndedAt     time.Time // zero until ended
+	// Expiration is when the session is ended automatically; zero means none.
+	Expiration time.Time
+	WSURI      string
+	// JobEnqueuedAt is set once the renderer job is on the queue, so a repeated
+	// start re-sends a job that a failed send lost.
+	JobEnqueuedAt time.Time
+	EndReason     string
+	Billing       *Billing
+}
+
+// Room is the caller's WebRTC room. Stored, never returned.
+type Room struct {
+	Platform string `json:"platform"`
+	URL      string `json:"url"`
+	Token    string `json:"token"`
+}
+
+// AvatarSource says where the renderer fetches the avatar image: an https URL
+// or an object in the media bucket (for data URIs, stored at creation).
+type AvatarSource struct {
+	URL       string `json:"url,omitempty"`
+	Bucket    string `json:"bucket,omitempty"`
+	Key       string `json:"key,omitempty"`
+	MediaType string `json:"media_type,omitempty"`
+}
+
+// Room platforms accepted at the API.
+const (
+	PlatformLiveKit = "livekit"
+	PlatformDaily   = "daily"
+)
+
+// AspectRatios the renderer supports.
+var AspectRatios = []string{"4:3", "3:4", "1:1"}
+
+// ValidAspectRatio reports whether ar is one of AspectRatios.
+func ValidAspectRatio(ar string) bool {
+	for _, a := range AspectRatios {
+		if a == ar {
+			return true
+		}
+	}
+	return false
+}
+
+// Event is something that can happen to a session.
+type Event string
+
+const (
+	EventStart     Event = "start"      // PUT start: repeats are answered with the stored ws_uri
+	EventStartOnce Event = "start_once" // POST start (second form): a repeat is an error
+	EventEnd       Event = "end"        // the caller ends it
+	EventAutoEnd   Event = "auto_end"   // everyone left the room, or the expiration passed
+	EventDelete    Event = "delete"
+)
+
+// Outcome says what a transition does.
+type Outcome int
+
+const (
+	Apply  Outcome = iota // change state
+	Repeat                // already in the target state: answer as before, change nothing
+)
+
+// Session error messages, shared by every route that can produce them.
+var (
+	ErrSessionNotFound = Errorf(NotFound, "Session not found").
+				WithSuggestion("Verify the session ID and that the session belongs to this account")
+	ErrStartEnded = Errorf(Conflict, "Cannot start an ended session").
+			WithSuggestion("An ended session cannot be restarted; create a new session")
+	ErrAlreadyStarted  = Errorf(Conflict, "Session is already started")
+	ErrEndNeverStarted = Errorf(Conflict, "Cannot end a session that was never started").
+				WithSuggestion("Only started sessions can be ended; start the session first, or delete it")
+	ErrDeleteStarted = Errorf(Conflict, "Cannot delete a session that has been started").
+				WithSuggestion("Only sessions in the created state can be deleted; started and ended sessions are kept as history")
+)
+
+// Next is the session state machine: the one place that says which events
+// each state accepts. It returns the state to move to and whether that is a
+// change or an idempotent repeat, or the error to answer with.
+// Delete moves to "" (the record is removed).
+func Next(from SessionStatus, ev Event) (SessionStatus, Outcome, error) {
+	switch from {
+	case StatusCreated:
+		switch ev {
+		case EventStart, EventStartOnce:
+			return StatusStarted, Apply, nil
+		case EventEnd:
+			return from, 0, ErrEndNeverStarted
+		case EventAutoEnd:
+			// Nothing runs before start, so there is nothing to end.
+			return from, Repeat, nil
+		case EventDelete:
+			return "", Apply, nil
+		}
+	case StatusStarted:
+		switch ev {
+		case EventStart:
+			return StatusStarted, Repeat, nil
+		case EventStartOnce:
+			return from, 0, ErrAlreadyStarted
+		case EventEnd, EventAutoEnd:
+			return StatusEnded, Apply, nil
+		case EventDelete:
+			return from, 0, ErrDeleteStarted
+		}
+	case StatusEnded:
+		switch ev {
+		case EventStart, EventStartOnce:
+			return from, 0, ErrStartEnded
+		case EventEnd, EventAutoEnd:
+			return StatusEnded, Repeat, nil
+		case EventDelete:
+			return from, 0, ErrDeleteStarted
+		}
+	}
+	return from, 0, Errorf(Internal, "Unknown session state %q or event %q", from, ev)
+}
+
+// Expiration is when a session started at startedAt must end: the plan's cap
+// on one session, and never later than the minutes the account has left.
+func Expiration(startedAt time.Time, plan Plan, minutesLeft int) time.Time {
+	limit := minutesLeft
+	if plan.MaxSessionMinutes > 0 && plan.MaxSessionMinutes < limit {
+		limit = plan.MaxSessionMinutes
+	}
+	return startedAt.Add(time.Duration(limit) * time.Minute)
+}
+
+// DurationSeconds is how long the session has run: up to now while started,
+// up to its end once ended, 0 before start.
+func (s Session) DurationSeconds(now time.Time) int {
+	switch {
+	case s.StartedAt.IsZero():
+		return 0
+	case !s.EndedAt.IsZero():
+		return int(s.EndedAt.Sub(s.StartedAt) / time.Second)
+	default:
+		return max(0, int(now.Sub(s.StartedAt)/time.Second))
+	}
+}
+
+// BillableEnd is the instant billing stops: the end, but never past the
+// expiration (a reaper that ends a session late does not bill the delay).
+func (s Session) BillableEnd(endedAt time.Time) time.Time {
+	if !s.Expiration.IsZero() && endedAt.After(s.Expiration) {
+		return s.Expiration
+	}
+	return endedAt
+}
+
+// MinutesUsed rounds a running time up to whole minutes; any started session
+// consumes at least one minute.
+func MinutesUsed(d time.Duration) int {
+	if d <= 0 {
+		return 1
+	}
+	return max(1, int(math.Ceil(d.Minutes())))
+}

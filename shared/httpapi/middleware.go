@@ -1,0 +1,142 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"avatarsvc/shared/domain"
+)
+
+type ctxKey int
+
+const (
+	principalKey ctxKey = iota
+	requestIDKey
+)
+
+// Principal is the authenticated caller.
+type Principal struct {
+	UserID  string
+	KeyMode string
+	KeyHash string
+}
+
+func principal(ctx context.Context) Principal {
+	p, _ := ctx.Value(principalKey).(Principal)
+	return p
+}
+
+// RequestID returns the request id carried by ctx.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{8,64}$`)
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// withRequestContext gives every request an id (kept from X-Request-Id when
+// sane), logs it once as JSON, and turns a panic into a 500.
+func withRequestContext(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID.MatchString(id) {
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			id = "req_" + hex.EncodeToString(b[:])
+		}
+		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		r = r.WithContext(ctx)
+		w.Header().Set("X-Request-Id", id)
+		rec := &statusRecorder{ResponseWriter: w}
+		start := time.Now()
+		defer func() {
+			if v := recover(); v != nil {
+				log.ErrorContext(ctx, "panic", "request_id", id, "panic", v, "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeError(rec, r, log, structured, domain.Errorf(domain.Internal, "Internal server error"), 0)
+				}
+			}
+			log.InfoContext(ctx, "request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+				"status", rec.status, "user_id", principal(r.Context()).UserID, "ms", time.Since(start).Milliseconds())
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// withRoute applies what depends on the route: the body bound, the API key,
+// and the rate limit, whose headers go on every response, errors included.
+// Unauthenticated requests are limited per client address, so key guessing is
+// throttled too.
+func withRoute(d Deps, rt Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		subject := "ip:" + clientIP(r)
+		var authErr error
+		if !rt.Public {
+			key, err := d.Authenticator.Authenticate(r.Context(), r.Header.Get("x-api-key"))
+			if err == nil {
+				subject = "key:" + key.Hash
+				p := Principal{UserID: key.UserID, KeyMode: key.Mode, KeyHash: key.Hash}
+				r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+			} else {
+				authErr = err
+			}
+		}
+		dec, err := d.Limiter.Allow(r.Context(), subject, rt.Class)
+		if err != nil {
+			// Fail open: a counter outage must not take the API down.
+			d.Log.WarnContext(r.Context(), "rate limiter unavailable", "request_id", RequestID(r.Context()), "err", err)
+		}
+		h := w.Header()
+		h.Set("RateLimit-Limit", strconv.Itoa(dec.Limit))
+		h.Set("RateLimit-Remaining", strconv.Itoa(dec.Remaining))
+		h.Set("RateLimit-Reset", strconv.Itoa(dec.Reset))
+		if !dec.Allowed {
+			h.Set("Retry-After", strconv.Itoa(dec.Reset))
+			writeError(w, r, d.Log, rt.Style, domain.Errorf(domain.RateLimited, rateLimitBody), 0)
+			return
+		}
+		if authErr != nil {
+			writeError(w, r, d.Log, plainString, authErr, 0)
+			return
+		}
+		if err := rt.handler(w, r); err != nil {
+			writeError(w, r, d.Log, rt.Style, err, 0)
+		}
+	})
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,49 @@
+// Package lambdafn runs one route of the shared HTTP handler as a Lambda
+// function behind API Gateway's HTTP API (payload format 2.0).
+package lambdafn
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"avatarsvc/shared/app"
+	"avatarsvc/shared/httpapi"
+)
+
+// Handler builds the Lambda handler for route.
+func Handler(ctx context.Context, route string, getenv func(string) string) (func(context.Context, EventV2) (ResponseV2, error), error) {
+	known := false
+	for _, r := range httpapi.Routes(httpapi.Deps{}) {
+		known = known || r.Name == route
+	}
+	if !known {
+		return nil, fmt.Errorf("unknown route %q", route)
+	}
+	cfg, err := app.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", route)
+	a, err := app.New(ctx, cfg, time.Now, log)
+	if err != nil {
+		return nil, err
+	}
+	return httpadapter.NewV2(a.Handler(route)).ProxyWithContext, nil
+}
+
+// Serve is a function's whole main: build the handler once per cold start,
+// then hand invocations to it.
+func Serve(route string) {
+	h, err := Handler(context.Background(), route, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		os.Exit(1)
+	}
+	lambda.Start(h)
+}

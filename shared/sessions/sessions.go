@@ -1,0 +1,323 @@
+// Package sessions is the session service: create, start, end, delete, list
+// and the usage summary. It applies domain.Next, the state machine, and
+// leaves atomicity to the store's conditional writes and transactions.
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"avatarsvc/shared/domain"
+	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/store"
+)
+
+// Store is the persistence the service needs.
+type Store interface {
+	GetUser(ctx context.Context, id string) (domain.User, error)
+	CreateSession(ctx context.Context, s domain.Session) error
+	GetSession(ctx context.Context, userID, id string) (domain.Session, error)
+	ListSessions(ctx context.Context, userID string, status domain.SessionStatus) ([]domain.Session, error)
+	DeleteCreatedSession(ctx context.Context, userID, id string) error
+	StartSession(ctx context.Context, p store.StartParams) error
+	EndSession(ctx context.Context, p store.EndParams) error
+	MarkJobEnqueued(ctx context.Context, id string, at time.Time) error
+}
+
+// JobQueue takes renderer jobs.
+type JobQueue interface {
+	Enqueue(ctx context.Context, j jobs.StartJob) error
+}
+
+// MediaStore keeps avatar images given inline.
+type MediaStore interface {
+	Name() string
+	Put(ctx context.Context, key string, data []byte, contentType string) error
+	Delete(ctx context.Context, key string) error
+}
+
+// Service runs the session lifecycle.
+type Service struct {
+	store Store
+	queue JobQueue
+	media MediaStore
+	now   func() time.Time
+	log   *slog.Logger
+}
+
+// New returns a Service. now is the clock (time.Now in production).
+func New(st Store, q JobQueue, m MediaStore, now func() time.Time, log *slog.Logger) *Service {
+	return &Service{store: st, queue: q, media: m, now: now, log: log}
+}
+
+// maxAttempts bounds re-reads after a concurrent change.
+const maxAttempts = 8
+
+// CreateInput is a Create Session request.
+type CreateInput struct {
+	Avatar      string
+	AspectRatio string
+	Room        *domain.Room
+	Metadata    map[string]any
+}
+
+// Created is a new session with its token, shown only this once.
+type Created struct {
+	Session domain.Session
+	Token   string
+}
+
+// Defaults and bounds for Create.
+const (
+	DefaultAspectRatio = "1:1"
+	maxRoomURLLength   = 2048
+	maxRoomTokenLength = 8192
+)
+
+// Create validates and stores a new session in the created state.
+func (s *Service) Create(ctx context.Context, userID, keyMode string, in CreateInput) (Created, error) {
+	if in.Avatar == "" {
+		return Created{}, domain.Errorf(domain.Invalid, "avatar is required").WithSuggestion(avatarFormats)
+	}
+	av, err := ParseAvatar(in.Avatar)
+	if err != nil {
+		return Created{}, err
+	}
+	ar := in.AspectRatio
+	if ar == "" {
+		ar = DefaultAspectRatio
+	}
+	if !domain.ValidAspectRatio(ar) {
+		return Created{}, domain.Errorf(domain.Invalid, "Invalid aspect_ratio %q", in.AspectRatio).
+			WithSuggestion("Use one of 4:3, 3:4 or 1:1")
+	}
+	room, err := validateRoom(in.Room)
+	if err != nil {
+		return Created{}, err
+	}
+	if in.Metadata == nil {
+		in.Metadata = map[string]any{}
+	}
+
+	now := s.now().UTC()
+	token, hash := domain.NewSessionToken()
+	sess := domain.Session{
+		ID: domain.NewSessionID(), UserID: userID, KeyMode: keyMode, Status: domain.StatusCreated,
+		TokenHash: hash, AspectRatio: ar, Metadata: in.Metadata, Room: room, CreatedAt: now,
+	}
+	if av.URL != "" {
+		sess.Avatar = domain.AvatarSource{URL: av.URL}
+	} else {
+		key := "sessions/" + sess.ID + "/avatar"
+		if err := s.media.Put(ctx, key, av.Data, av.MediaType); err != nil {
+			return Created{}, &domain.Error{Code: domain.Unavailable, Message: "Could not store the avatar image, please retry", Err: err}
+		}
+		sess.Avatar = domain.AvatarSource{Bucket: s.media.Name(), Key: key, MediaType: av.MediaType}
+	}
+	if err := s.store.CreateSession(ctx, sess); err != nil {
+		return Created{}, err
+	}
+	return Created{Session: sess, Token: token}, nil
+}
+
+func validateRoom(r *domain.Room) (domain.Room, error) {
+	hint := "Pass room {platform: livekit|daily, url, token}, or call POST /v1/rooms/initiate to have the service create a room"
+	if r == nil {
+		return domain.Room{}, domain.Errorf(domain.Invalid, "room is required").WithSuggestion(hint)
+	}
+	room := *r
+	room.Platform = strings.ToLower(room.Platform)
+	if room.Platform != domain.PlatformLiveKit && room.Platform != domain.PlatformDaily {
+		return domain.Room{}, domain.Errorf(domain.Invalid, "Invalid room platform %q", r.Platform).WithSuggestion(hint)
+	}
+	u, err := url.Parse(room.URL)
+	if room.URL == "" || err != nil || u.Host == "" || len(room.URL) > maxRoomURLLength ||
+		(u.Scheme != "wss" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "http") {
+		return domain.Room{}, domain.Errorf(domain.Invalid, "Invalid room url").
+			WithSuggestion("Pass the room's wss:// or https:// address")
+	}
+	if len(room.Token) > maxRoomTokenLength || (room.Platform == domain.PlatformLiveKit && room.Token == "") {
+		return domain.Room{}, domain.Errorf(domain.Invalid, "Invalid room token").
+			WithSuggestion("Pass a join token for the room (LiveKit rooms need one)")
+	}
+	return room, nil
+}
+
+// Get returns one of the caller's sessions.
+func (s *Service) Get(ctx context.Context, userID, id string) (domain.Session, error) {
+	return s.store.GetSession(ctx, userID, id)
+}
+
+// List returns the caller's sessions, newest first. filter is "started",
+// "ended" or anything else for all.
+func (s *Service) List(ctx context.Context, userID, filter string) ([]domain.Session, error) {
+	var status domain.SessionStatus
+	switch filter {
+	case string(domain.StatusStarted), string(domain.StatusEnded):
+		status = domain.SessionStatus(filter)
+	}
+	return s.store.ListSessions(ctx, userID, status)
+}
+
+// Started is the answer to a start.
+type Started struct {
+	Session domain.Session
+	WSURI   string
+}
+
+// Start starts a created session: ev is EventStart (PUT: repeats answer the
+// stored ws_uri) or EventStartOnce (POST: a repeat is an error).
+func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event) (Started, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		sess, err := s.store.GetSession(ctx, userID, id)
+		if err != nil {
+			return Started{}, err
+		}
+		_, outcome, err := domain.Next(sess.Status, ev)
+		if err != nil {
+			return Started{}, err
+		}
+		if outcome == domain.Repeat {
+			if sess.WSURI == domain.TryAgain && sess.JobEnqueuedAt.IsZero() {
+				s.enqueue(ctx, sess) // an earlier send failed: nothing is lost, it is sent again
+			}
+			return Started{Session: sess, WSURI: sess.WSURI}, nil
+		}
+
+		user, err := s.store.GetUser(ctx, userID)
+		if err != nil {
+			return Started{}, err
+		}
+		now := s.now().UTC()
+		plan := user.EffectivePlan(now)
+		if user.ActiveSessions >= plan.MaxConcurrent {
+			return Started{}, domain.Errorf(domain.LimitExceeded, "Concurrent session limit reached").
+				WithSuggestion(fmt.Sprintf("The %s plan allows %d concurrent sessions; end a running session or upgrade the plan", plan.Name, plan.MaxConcurrent))
+		}
+		left := user.MinutesRemaining(now)
+		if left <= 0 {
+			return Started{}, domain.Errorf(domain.LimitExceeded, "No minutes remaining").
+				WithSuggestion("Purchase more minutes or wait for the next billing period, which starts " +
+					user.CurrentPeriod(now).End.Format(time.RFC3339))
+		}
+		period := user.CurrentPeriod(now)
+		exp := domain.Expiration(now, plan, left)
+		err = s.store.StartSession(ctx, store.StartParams{
+			SessionID: id, UserID: userID, StartedAt: now, Expiration: exp,
+			MaxConcurrent: plan.MaxConcurrent, Period: period, IncludedMinutes: plan.IncludedMinutes,
+		})
+		if errors.Is(err, store.ErrSessionChanged) || errors.Is(err, store.ErrAccountLimit) {
+			continue // decide again from fresh reads: the limit checks above then name the reason
+		}
+		if err != nil {
+			return Started{}, err
+		}
+		sess.Status, sess.StartedAt, sess.Expiration, sess.WSURI = domain.StatusStarted, now, exp, domain.TryAgain
+		s.enqueue(ctx, sess)
+		return Started{Session: sess, WSURI: sess.WSURI}, nil
+	}
+	return Started{}, domain.Errorf(domain.Unavailable, "The session is changing concurrently, please retry")
+}
+
+// enqueue sends the renderer job. A failure is logged and left for the next
+// start call (which sees job_enqueued_at unset) or the reaper.
+func (s *Service) enqueue(ctx context.Context, sess domain.Session) {
+	now := s.now()
+	if err := s.queue.Enqueue(ctx, jobs.NewStartJob(sess, now)); err != nil {
+		s.log.ErrorContext(ctx, "enqueue renderer job", "session_id", sess.ID, "err", err)
+		return
+	}
+	if err := s.store.MarkJobEnqueued(ctx, sess.ID, now); err != nil && !errors.Is(err, store.ErrSessionChanged) {
+		s.log.ErrorContext(ctx, "mark job enqueued", "session_id", sess.ID, "err", err)
+	}
+}
+
+// End ends a started session for its owner; ending an ended one repeats.
+func (s *Service) End(ctx context.Context, userID, id string) (domain.Session, error) {
+	return s.Finish(ctx, userID, id, domain.EventEnd, "ended_by_caller")
+}
+
+// Finish moves a session to ended for ev (EventEnd or EventAutoEnd), bills
+// it and frees its concurrency slot in one transaction.
+func (s *Service) Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		sess, err := s.store.GetSession(ctx, userID, id)
+		if err != nil {
+			return domain.Session{}, err
+		}
+		_, outcome, err := domain.Next(sess.Status, ev)
+		if err != nil {
+			return domain.Session{}, err
+		}
+		if outcome == domain.Repeat {
+			return sess, nil
+		}
+		user, err := s.store.GetUser(ctx, userID)
+		if err != nil {
+			return domain.Session{}, err
+		}
+		now := s.now().UTC()
+		period := user.CurrentPeriod(now)
+		minutes := domain.MinutesUsed(sess.BillableEnd(now).Sub(sess.StartedAt))
+		includedLeft := user.EffectivePlan(now).IncludedMinutes - user.IncludedUsedIn(period)
+		fromIncluded, fromPurchased, bill := domain.Charge(minutes, includedLeft, user.PurchasedRemaining)
+		err = s.store.EndSession(ctx, store.EndParams{
+			SessionID: id, UserID: userID, EndedAt: now, Reason: reason, Billing: bill, Period: period,
+			FromIncluded: fromIncluded, FromPurchased: fromPurchased, SamePeriod: user.UsagePeriod == period.Key(),
+		})
+		if errors.Is(err, store.ErrSessionChanged) || errors.Is(err, store.ErrAccountLimit) {
+			continue
+		}
+		if err != nil {
+			return domain.Session{}, err
+		}
+		sess.Status, sess.EndedAt, sess.EndReason, sess.Billing = domain.StatusEnded, now, reason, &bill
+		return sess, nil
+	}
+	return domain.Session{}, domain.Errorf(domain.Unavailable, "The session is changing concurrently, please retry")
+}
+
+// Delete removes a session that was never started.
+func (s *Service) Delete(ctx context.Context, userID, id string) error {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		sess, err := s.store.GetSession(ctx, userID, id)
+		if err != nil {
+			return err
+		}
+		if _, _, err := domain.Next(sess.Status, domain.EventDelete); err != nil {
+			return err
+		}
+		err = s.store.DeleteCreatedSession(ctx, userID, id)
+		if errors.Is(err, store.ErrSessionChanged) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if sess.Avatar.Key != "" {
+			if err := s.media.Delete(ctx, sess.Avatar.Key); err != nil {
+				s.log.WarnContext(ctx, "delete avatar object", "session_id", id, "err", err)
+			}
+		}
+		return nil
+	}
+	return domain.Errorf(domain.Unavailable, "The session is changing concurrently, please retry")
+}
+
+// Usage summarizes the caller's plan, minutes and running sessions.
+func (s *Service) Usage(ctx context.Context, userID string) (domain.Usage, error) {
+	user, err := s.store.GetUser(ctx, userID)
+	if err != nil {
+		return domain.Usage{}, err
+	}
+	active, err := s.store.ListSessions(ctx, userID, domain.StatusStarted)
+	if err != nil {
+		return domain.Usage{}, err
+	}
+	return domain.Summarize(user, active, s.now()), nil
+}

@@ -1,0 +1,107 @@
+// Package store is the DynamoDB adapter: the only package that imports
+// guregu/dynamo. Every state change is a conditional write; changes that span
+// items (a session and its account's counters) are transactions.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/guregu/dynamo/v2"
+
+	"avatarsvc/shared/domain"
+)
+
+// Tables names the physical tables (they differ per stack).
+type Tables struct {
+	Users, APIKeys, Sessions, RateLimits string
+}
+
+// Store reads and writes the service's items.
+type Store struct {
+	db         *dynamo.DB
+	users      dynamo.Table
+	keys       dynamo.Table
+	sessions   dynamo.Table
+	rateLimits dynamo.Table
+}
+
+// New returns a Store over cfg. Transaction conflicts and throttling are
+// retried with backoff (guregu/dynamo does not retry them by itself), and the
+// client-side retry quota is off so a burst of contending starts is retried
+// rather than failed.
+func New(cfg aws.Config, endpoint string, t Tables) *Store {
+	db := dynamo.New(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		o.Retryer = retry.NewStandard(dynamo.RetryTxConflicts, func(so *retry.StandardOptions) {
+			so.MaxAttempts = 12
+			so.MaxBackoff = 400 * time.Millisecond
+			so.RateLimiter = noRetryQuota{}
+		})
+	})
+	return &Store{
+		db: db, users: db.Table(t.Users), keys: db.Table(t.APIKeys),
+		sessions: db.Table(t.Sessions), rateLimits: db.Table(t.RateLimits),
+	}
+}
+
+type noRetryQuota struct{}
+
+func (noRetryQuota) GetToken(context.Context, uint) (func() error, error) {
+	return func() error { return nil }, nil
+}
+func (noRetryQuota) AddTokens(uint) error { return nil }
+
+// tsLayout is fixed-width so that timestamps sort as strings in indexes.
+const tsLayout = "2006-01-02T15:04:05.000000Z"
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(tsLayout)
+}
+
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(tsLayout, s)
+	if err != nil {
+		t, _ = time.Parse(time.RFC3339Nano, s)
+	}
+	return t
+}
+
+// unavailable wraps a DynamoDB failure as a retryable service error.
+func unavailable(err error, what string) error {
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &domain.Error{Code: domain.Unavailable, Message: "The service is busy, please retry", Err: err}
+	}
+	return &domain.Error{Code: domain.Internal, Message: "Internal server error", Err: errors.Join(errors.New(what), err)}
+}
+
+// cancelReasons returns which items of a canceled transaction failed their
+// condition, by position.
+func cancelReasons(err error) (failed []bool, ok bool) {
+	var canceled *types.TransactionCanceledException
+	if !errors.As(err, &canceled) {
+		return nil, false
+	}
+	failed = make([]bool, len(canceled.CancellationReasons))
+	any := false
+	for i, r := range canceled.CancellationReasons {
+		if r.Code != nil && *r.Code == "ConditionalCheckFailed" {
+			failed[i], any = true, true
+		}
+	}
+	return failed, any
+}
