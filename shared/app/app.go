@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"avatarsvc/shared/accounts"
 	"avatarsvc/shared/auth"
 	"avatarsvc/shared/httpapi"
 	"avatarsvc/shared/jobs"
@@ -86,6 +87,7 @@ type App struct {
 	AWS      aws.Config
 	Store    *store.Store
 	Sessions *sessions.Service
+	Accounts *accounts.Service
 	Deps     httpapi.Deps
 }
 
@@ -113,11 +115,15 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 		if c.S3Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.S3Endpoint)
 			o.UsePathStyle = true
+			// Local S3 stand-ins do not speak the SDK's streaming checksum
+			// trailers; AWS accepts requests without them.
+			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}
 	})
 	svc := sessions.New(st, jobs.NewQueue(sqsClient, c.QueueURL), media.NewBucket(s3Client, c.MediaBucket), now, log)
 	return &App{
-		Config: c, AWS: cfg, Store: st, Sessions: svc,
+		Config: c, AWS: cfg, Store: st, Sessions: svc, Accounts: accounts.New(st, now),
 		Deps: httpapi.Deps{
 			Sessions: svc, Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
 		},

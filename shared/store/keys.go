@@ -65,8 +65,7 @@ func (s *Store) ListKeys(ctx context.Context, userID string) ([]domain.APIKey, e
 	return out, nil
 }
 
-// SetKeyActive activates or deactivates a key; prefix matches the key's
-// displayed prefix or its full hash.
+// SetKeyActive activates or deactivates a key.
 func (s *Store) SetKeyActive(ctx context.Context, hash string, active bool) error {
 	err := s.keys.Update("key_hash", hash).Set("active", active).If("attribute_exists($)", "key_hash").Run(ctx)
 	if dynamo.IsCondCheckFailed(err) {

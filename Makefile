@@ -1,0 +1,53 @@
+# Two commands matter: `make run` (the whole system on this machine) and
+# `make test` (everything, against the real local stand-ins). Both install
+# what they need through scripts/setup.sh.
+
+SHELL := /bin/bash
+GO ?= go
+# Lambda functions: one directory under functions/ per API route.
+FUNCTIONS := $(notdir $(wildcard functions/*))
+LAMBDA_TAGS := lambda.norpc $(if $(XRAY),xray)
+LAMBDA_FLAGS := -trimpath -ldflags="-s -w" -tags "$(LAMBDA_TAGS)"
+
+.PHONY: run test bench build setup clean lint $(FUNCTIONS:%=build-%)
+
+setup:
+	@bash scripts/setup.sh
+
+## run: start DynamoDB Local, SQS, S3, livekit-server and the API on 127.0.0.1:8080
+run: setup
+	$(GO) run ./scripts/devstack $(if $(RESET),-reset)
+
+## test: vet, then every test against the real local stand-ins
+test: setup lint
+	$(GO) test -count=1 -timeout 40m ./...
+
+lint:
+	@unformatted=$$(gofmt -l functions gpu-fleet shared scripts/admin scripts/devstack scripts/localstack scripts/apibench 2>/dev/null); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) build -tags xray ./shared/app
+
+## bench: API latency vs raw DynamoDB, then the renderer benchmarks
+bench: setup
+	$(GO) run ./scripts/apibench
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./gpu-fleet/...
+	$(GO) run ./gpu-fleet/cmd/stream-bench
+
+## build: an arm64 `bootstrap` per Lambda function under build/<name>/
+build: $(FUNCTIONS:%=build-%)
+	@ls -l build/*/bootstrap
+
+$(FUNCTIONS:%=build-%): build-%:
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(LAMBDA_FLAGS) -o build/$*/bootstrap ./functions/$*
+
+# SAM's `BuildMethod: makefile` runs `make build-<LogicalId>` with ARTIFACTS_DIR
+# set; each function's logical id is its directory name in CamelCase + Function.
+define sam_target
+build-$(shell echo $(1) | sed -E 's/(^|-)([a-z])/\U\2/g')Function:
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $$(GO) build $$(LAMBDA_FLAGS) -o $$(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
+endef
+$(foreach f,$(FUNCTIONS),$(eval $(call sam_target,$(f))))
+
+clean:
+	rm -rf build .aws-sam

@@ -1,0 +1,210 @@
+// Command admin manages accounts: users, plans, purchased minutes and API
+// keys. It reads the same environment as the Lambda functions (table names,
+// region, optional local endpoints), so it works against AWS and, with
+// -local, against the stack that `make run` started (.local/dev.json).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"avatarsvc/shared/accounts"
+	"avatarsvc/shared/app"
+	"avatarsvc/shared/domain"
+)
+
+const usage = `usage: admin [-local] COMMAND [flags]
+
+commands:
+  user-create   -plan free|explorer|growth|pro|enterprise [-email E] [-id ID]
+  user-list
+  user-show     -user ID
+  plan-set      -user ID -plan PLAN
+  minutes-add   -user ID -minutes N
+  key-create    -user ID [-mode live|test] [-name NAME]   (the key is shown once)
+  key-list      -user ID
+  key-deactivate -key KEY_OR_HASH
+  key-activate  -key KEY_OR_HASH
+  key-delete    -key KEY_OR_HASH
+
+-local reads the local stack's settings from .local/dev.json; otherwise the
+environment names the tables (USERS_TABLE, API_KEYS_TABLE, ...) as in AWS.
+`
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "admin:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	global := flag.NewFlagSet("admin", flag.ContinueOnError)
+	local := global.Bool("local", false, "use the local stack's settings from .local/dev.json")
+	global.Usage = func() { fmt.Fprint(out, usage) }
+	if err := global.Parse(args); err != nil {
+		return err
+	}
+	if global.NArg() == 0 {
+		fmt.Fprint(out, usage)
+		return errors.New("no command")
+	}
+	if *local {
+		env, err := localEnv()
+		if err != nil {
+			return err
+		}
+		getenv = func(k string) string {
+			if v, ok := env[k]; ok {
+				return v
+			}
+			return os.Getenv(k)
+		}
+	}
+	cfg, err := app.ConfigFromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("%w (use -local for the local stack)", err)
+	}
+	a, err := app.New(ctx, cfg, time.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	return command(ctx, a.Accounts, global.Arg(0), global.Args()[1:], out)
+}
+
+// localEnv reads the environment the local stack recorded.
+func localEnv() (map[string]string, error) {
+	var dev struct {
+		Env map[string]string `json:"env"`
+	}
+	b, err := os.ReadFile(filepath.Join(".local", "dev.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read .local/dev.json (start the stack with `make run` first): %w", err)
+	}
+	if err := json.Unmarshal(b, &dev); err != nil {
+		return nil, fmt.Errorf("parse .local/dev.json: %w", err)
+	}
+	return dev.Env, nil
+}
+
+func command(ctx context.Context, acc *accounts.Service, name string, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	user := fs.String("user", "", "user id")
+	plan := fs.String("plan", "", "plan key")
+	email := fs.String("email", "", "email")
+	id := fs.String("id", "", "user id to create (default: generated)")
+	minutes := fs.Int("minutes", 0, "minutes to add")
+	mode := fs.String("mode", domain.ModeLive, "key mode: live or test")
+	keyName := fs.String("name", "", "key name")
+	key := fs.String("key", "", "API key or its SHA-256")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	need := func(v, flagName string) error {
+		if v == "" {
+			return fmt.Errorf("%s needs -%s", name, flagName)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	defer tw.Flush()
+	switch name {
+	case "user-create":
+		if err := need(*plan, "plan"); err != nil {
+			return err
+		}
+		u, err := acc.CreateUser(ctx, *id, *email, *plan)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "created user %s on plan %s\n", u.ID, u.PlanKey)
+	case "user-list":
+		users, err := acc.ListUsers(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "USER\tEMAIL\tPLAN\tACTIVE\tPURCHASED LEFT")
+		for _, u := range users {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", u.ID, u.Email, u.PlanKey, u.ActiveSessions, u.PurchasedRemaining)
+		}
+	case "user-show":
+		if err := need(*user, "user"); err != nil {
+			return err
+		}
+		u, err := acc.GetUser(ctx, *user)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(u)
+	case "plan-set":
+		if err := errors.Join(need(*user, "user"), need(*plan, "plan")); err != nil {
+			return err
+		}
+		if err := acc.ChangePlan(ctx, *user, *plan); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "user %s is now on plan %s\n", *user, *plan)
+	case "minutes-add":
+		if err := need(*user, "user"); err != nil {
+			return err
+		}
+		u, err := acc.AddMinutes(ctx, *user, *minutes)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "user %s: purchased %d, remaining %d\n", u.ID, u.PurchasedTotal, u.PurchasedRemaining)
+	case "key-create":
+		if err := need(*user, "user"); err != nil {
+			return err
+		}
+		plain, k, err := acc.CreateKey(ctx, *user, *mode, *keyName)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s\n(this %s key is shown once; its hash is %s)\n", plain, k.Mode, k.Hash)
+	case "key-list":
+		if err := need(*user, "user"); err != nil {
+			return err
+		}
+		keys, err := acc.ListKeys(ctx, *user)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "PREFIX\tMODE\tACTIVE\tNAME\tCREATED\tHASH")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s...\t%s\t%t\t%s\t%s\t%s\n", k.Prefix, k.Mode, k.Active, k.Name, k.CreatedAt.Format(time.RFC3339), k.Hash)
+		}
+	case "key-deactivate", "key-activate", "key-delete":
+		if err := need(*key, "key"); err != nil {
+			return err
+		}
+		var err error
+		switch name {
+		case "key-deactivate":
+			err = acc.DeactivateKey(ctx, *key)
+		case "key-activate":
+			err = acc.ActivateKey(ctx, *key)
+		default:
+			err = acc.DeleteKey(ctx, *key)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s: done\n", name)
+	default:
+		fmt.Fprint(out, usage)
+		return fmt.Errorf("unknown command %q", name)
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+// Command devstack is `make run`: it starts the real local stand-ins
+// (DynamoDB Local, an SQS server, S3, livekit-server), creates the tables,
+// queue and bucket that template.yaml declares, seeds a demo account on the
+// Pro plan, serves the API on 127.0.0.1:8080 and stops everything on Ctrl-C.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"avatarsvc/scripts/localstack"
+	"avatarsvc/shared/app"
+	"avatarsvc/shared/domain"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}
+
+// Fixed loopback ports, so URLs stay the same from one run to the next.
+const (
+	apiAddr      = "127.0.0.1:8080"
+	dynamoPort   = 8000
+	sqsPort      = 9324
+	s3Port       = 9000
+	livekitPort  = 7880
+	demoUserID   = "user_demo"
+	liveKitKeyID = "devkey"
+)
+
+// devFile is .local/dev.json: what a person or a script needs to call the stack.
+type devFile struct {
+	APIURL        string            `json:"api_url"`
+	LiveKey       string            `json:"live_key"`
+	TestKey       string            `json:"test_key"`
+	UserID        string            `json:"user_id"`
+	LiveKitURL    string            `json:"livekit_url"`
+	LiveKitKey    string            `json:"livekit_api_key"`
+	LiveKitSecret string            `json:"livekit_api_secret"`
+	Env           map[string]string `json:"env"`
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
+	reset := fs.Bool("reset", false, "delete the local data first")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(out, "devstack: "+format+"\n", a...) }
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		return err
+	}
+	local := filepath.Join(root, ".local")
+	dataDir := filepath.Join(local, "data")
+	logDir := filepath.Join(local, "logs")
+	if *reset {
+		say("removing %s (reset)", dataDir)
+		if err := os.RemoveAll(dataDir); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{dataDir, logDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, p := range []int{8080, dynamoPort, sqsPort, s3Port, livekitPort} {
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
+			return fmt.Errorf("port %d is busy (another `make run`?): %w", p, err)
+		} else {
+			l.Close()
+		}
+	}
+
+	var stops []func() error
+	defer func() {
+		say("stopping")
+		for i := len(stops) - 1; i >= 0; i-- {
+			_ = stops[i]()
+		}
+	}()
+
+	say("starting DynamoDB Local on 127.0.0.1:%d (data in %s)", dynamoPort, filepath.Join(dataDir, "dynamodb"))
+	db, err := localstack.StartDynamoDB(ctx, localstack.Options{Port: dynamoPort, LogDir: logDir, DataDir: filepath.Join(dataDir, "dynamodb")})
+	if err != nil {
+		return err
+	}
+	stops = append(stops, db.Stop)
+	say("starting the SQS server on 127.0.0.1:%d", sqsPort)
+	q, err := localstack.StartSQS(ctx, localstack.Options{Port: sqsPort, LogDir: logDir})
+	if err != nil {
+		return err
+	}
+	stops = append(stops, q.Stop)
+	say("starting S3 on 127.0.0.1:%d (in memory)", s3Port)
+	s3, err := localstack.StartS3On(ctx, s3Port)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, s3.Stop)
+	secret, err := liveKitSecret(filepath.Join(dataDir, "livekit-secret"))
+	if err != nil {
+		return err
+	}
+	say("starting livekit-server %s on 127.0.0.1:%d", localstack.LiveKitVersion, livekitPort)
+	lk, err := localstack.StartLiveKit(ctx, localstack.Options{Port: livekitPort, LogDir: logDir, APIKey: liveKitKeyID, APISecret: secret})
+	if err != nil {
+		return err
+	}
+	stops = append(stops, lk.Stop)
+
+	say("creating the tables, queue and bucket from template.yaml")
+	env, err := localstack.CreateStack(ctx, filepath.Join(root, "template.yaml"), localstack.Endpoints{
+		DynamoDB: db.Endpoint, SQS: q.Endpoint, S3: s3.Endpoint,
+	}, "local")
+	if err != nil {
+		return err
+	}
+	cfg, err := app.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(logDir, "api.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	a, err := app.New(ctx, cfg, time.Now, slog.New(slog.NewJSONHandler(logFile, nil)))
+	if err != nil {
+		return err
+	}
+
+	devPath := filepath.Join(local, "dev.json")
+	dev, err := seed(ctx, a, devPath, say)
+	if err != nil {
+		return err
+	}
+	dev.APIURL = "http://" + apiAddr
+	dev.LiveKitURL, dev.LiveKitKey, dev.LiveKitSecret = lk.URL, lk.APIKey, lk.APISecret
+	dev.Env = env
+	b, _ := json.MarshalIndent(dev, "", "  ")
+	if err := os.WriteFile(devPath, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+
+	srv := &http.Server{Addr: apiAddr, Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.ListenAndServe() }()
+	printUsage(out, dev, logDir)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("API server: %w", err)
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
+
+// seed makes sure the demo account and its two keys exist, reusing the keys
+// of an earlier run while they still work.
+func seed(ctx context.Context, a *app.App, devPath string, say func(string, ...any)) (devFile, error) {
+	var dev devFile
+	if b, err := os.ReadFile(devPath); err == nil {
+		_ = json.Unmarshal(b, &dev)
+	}
+	if _, err := a.Accounts.GetUser(ctx, demoUserID); domain.ErrorCode(err) == domain.NotFound {
+		say("seeding the demo account %s on the Pro plan", demoUserID)
+		if _, err := a.Accounts.CreateUser(ctx, demoUserID, "demo@example.com", "pro"); err != nil {
+			return dev, err
+		}
+	} else if err != nil {
+		return dev, err
+	}
+	dev.UserID = demoUserID
+	for _, k := range []struct {
+		plain *string
+		mode  string
+	}{{&dev.LiveKey, domain.ModeLive}, {&dev.TestKey, domain.ModeTest}} {
+		if *k.plain != "" {
+			if key, err := a.Accounts.Lookup(ctx, *k.plain); err == nil && key.Active && key.UserID == demoUserID {
+				continue
+			}
+		}
+		plain, _, err := a.Accounts.CreateKey(ctx, demoUserID, k.mode, "make run")
+		if err != nil {
+			return dev, err
+		}
+		*k.plain = plain
+	}
+	return dev, nil
+}
+
+// liveKitSecret keeps one secret across runs so minted tokens stay valid.
+func liveKitSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return string(b), nil
+	}
+	s := domain.HashSecret(fmt.Sprint(time.Now().UnixNano(), os.Getpid())) // 64 hex chars
+	return s, os.WriteFile(path, []byte(s), 0o600)
+}
+
+func printUsage(out io.Writer, dev devFile, logDir string) {
+	fmt.Fprintf(out, `
+The avatar service is running (Ctrl-C stops everything).
+
+  API          %[1]s   (also under /api/v1)
+  live key     %[2]s
+  test key     %[3]s
+  LiveKit      %[4]s   key %[5]s / secret in .local/dev.json
+  settings     .local/dev.json     logs: %[6]s
+
+Try it:
+  export KEY=%[2]s
+  curl -s -X POST %[1]s/v1/sessions -H "x-api-key: $KEY" -H 'Content-Type: application/json' \
+    -d '{"avatar":"https://example.com/face.png","aspect_ratio":"1:1","room":{"platform":"livekit","url":"%[4]s","token":"<room token>"}}'
+  curl -s -X PUT  %[1]s/v1/sessions/<session_id>/start -H "x-api-key: $KEY"
+  curl -s         %[1]s/v1/sessions/<session_id> -H "x-api-key: $KEY"
+  curl -s -X POST %[1]s/v1/sessions/<session_id>/end -H "x-api-key: $KEY"
+  curl -s         %[1]s/v1/usage -H "x-api-key: $KEY"
+
+Accounts and keys:  go run ./scripts/admin -local user-list   (see -h for more)
+Renderer against this LiveKit:  see README "Try the renderer".
+
+`, dev.APIURL, dev.LiveKey, dev.TestKey, dev.LiveKitURL, dev.LiveKitKey, logDir)
+}
