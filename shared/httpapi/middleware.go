@@ -19,8 +19,14 @@ type ctxKey int
 
 const (
 	principalKey ctxKey = iota
-	requestIDKey
+	requestKey
 )
+
+// requestInfo is filled in as the request goes through, for the access log.
+type requestInfo struct {
+	id     string
+	userID string
+}
 
 // Principal is the authenticated caller.
 type Principal struct {
@@ -36,8 +42,10 @@ func principal(ctx context.Context) Principal {
 
 // RequestID returns the request id carried by ctx.
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if info, ok := ctx.Value(requestKey).(*requestInfo); ok {
+		return info.id
+	}
+	return ""
 }
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{8,64}$`)
@@ -71,7 +79,8 @@ func withRequestContext(log *slog.Logger, next http.Handler) http.Handler {
 			_, _ = rand.Read(b[:])
 			id = "req_" + hex.EncodeToString(b[:])
 		}
-		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		info := &requestInfo{id: id}
+		ctx := context.WithValue(r.Context(), requestKey, info)
 		r = r.WithContext(ctx)
 		w.Header().Set("X-Request-Id", id)
 		rec := &statusRecorder{ResponseWriter: w}
@@ -84,7 +93,7 @@ func withRequestContext(log *slog.Logger, next http.Handler) http.Handler {
 				}
 			}
 			log.InfoContext(ctx, "request", "request_id", id, "method", r.Method, "path", r.URL.Path,
-				"status", rec.status, "user_id", principal(r.Context()).UserID, "ms", time.Since(start).Milliseconds())
+				"status", rec.status, "user_id", info.userID, "ms", time.Since(start).Milliseconds())
 		}()
 		next.ServeHTTP(rec, r)
 	})
@@ -105,6 +114,9 @@ func withRoute(d Deps, rt Route) http.Handler {
 				subject = "key:" + key.Hash
 				p := Principal{UserID: key.UserID, KeyMode: key.Mode, KeyHash: key.Hash}
 				r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+				if info, ok := r.Context().Value(requestKey).(*requestInfo); ok {
+					info.userID = key.UserID
+				}
 			} else {
 				authErr = err
 			}
