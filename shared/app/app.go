@@ -88,6 +88,7 @@ type App struct {
 	Store    *store.Store
 	Sessions *sessions.Service
 	Accounts *accounts.Service
+	Queue    *jobs.Queue
 	Deps     httpapi.Deps
 }
 
@@ -121,9 +122,10 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}
 	})
-	svc := sessions.New(st, jobs.NewQueue(sqsClient, c.QueueURL), media.NewBucket(s3Client, c.MediaBucket), now, log)
+	queue := jobs.NewQueue(sqsClient, c.QueueURL)
+	svc := sessions.New(st, queue, media.NewBucket(s3Client, c.MediaBucket), now, log)
 	return &App{
-		Config: c, AWS: cfg, Store: st, Sessions: svc, Accounts: accounts.New(st, now),
+		Config: c, AWS: cfg, Store: st, Sessions: svc, Accounts: accounts.New(st, now), Queue: queue,
 		Deps: httpapi.Deps{
 			Sessions: svc, Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
 		},

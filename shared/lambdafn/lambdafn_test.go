@@ -15,7 +15,7 @@ import (
 
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/shared/httpapi"
-	"avatarsvc/shared/internal/stacktest"
+	"avatarsvc/shared/stacktest"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/lambdafn"
 )
