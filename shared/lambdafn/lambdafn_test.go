@@ -15,9 +15,9 @@ import (
 
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/shared/httpapi"
-	"avatarsvc/shared/stacktest"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/lambdafn"
+	"avatarsvc/shared/stacktest"
 )
 
 var stack *stacktest.Stack
