@@ -1,0 +1,386 @@
+// Command stream-bench measures how many paced avatar streams one box
+// holds: N sessions' pipelines in one process, each rendering (CPU
+// renderer), encoding VP8 and Opus at 25 fps while a feeder streams speech
+// into its playout buffer in real time (40 ms chunks; 8.8 s utterances with
+// 1 s pauses). Encoded media is written to a discarding publisher, not to a
+// room: this measures the renderer box, not the network.
+//
+//	go run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
+//
+// Each configuration runs in a fresh child process so memory figures are
+// its own. It prints a markdown table:
+//   - late %: frames written more than 20 ms after their slot
+//   - CPU/stream: process CPU time (getrusage) / wall time / N, in cores
+//   - RSS/stream: resident memory growth over the idle process / N
+//   - latency: a speech chunk's arrival in playout -> the encoded frame
+//     showing its first sample (p50 / p99)
+//   - A/V skew: the largest gap between writing a frame and writing the
+//     audio packets made from the same 40 ms (both carry the same
+//     timestamp); the 16->48 kHz resampler adds a constant ~1 ms.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"avatarsvc/gpu-fleet/audio"
+	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/gpu-fleet/encode/opus"
+	"avatarsvc/gpu-fleet/encode/vp8"
+	"avatarsvc/gpu-fleet/playout"
+	"avatarsvc/gpu-fleet/render"
+	"avatarsvc/gpu-fleet/session"
+)
+
+type result struct {
+	Aspect       string  `json:"aspect"`
+	Streams      int     `json:"streams"`
+	FPS          float64 `json:"fps_per_stream"`
+	LatePct      float64 `json:"late_pct"`
+	MaxLateMS    float64 `json:"max_late_ms"`
+	Resyncs      uint64  `json:"resyncs"`
+	CPUPerStream float64 `json:"cpu_cores_per_stream"`
+	RSSPerStream float64 `json:"rss_mb_per_stream"`
+	LatP50MS     float64 `json:"latency_p50_ms"`
+	LatP99MS     float64 `json:"latency_p99_ms"`
+	AVSkewMaxMS  float64 `json:"av_skew_max_ms"`
+	SpeakingPct  float64 `json:"speaking_pct"`
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "stream-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("stream-bench", flag.ContinueOnError)
+	streams := fs.String("streams", "1,8,10,12", "stream counts to measure, comma separated")
+	aspects := fs.String("aspect", "1:1,4:3", "aspect ratios to measure, comma separated")
+	duration := fs.Duration("duration", 10*time.Second, "measured time per configuration")
+	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured time before it")
+	image := fs.String("image", "", "avatar image (default ../shared/testdata/images/face-astronaut.png)")
+	wav := fs.String("wav", "", "speech WAV (default ../shared/testdata/audio/speech-16k.wav)")
+	child := fs.Bool("child", false, "internal: measure one configuration and print JSON")
+	cpuProfile := fs.String("cpuprofile", "", "with -child: write a CPU profile of the measured window here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *image == "" || *wav == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return err
+		}
+		testdata := filepath.Join(root, "..", "shared", "testdata")
+		if *image == "" {
+			*image = filepath.Join(testdata, "images", "face-astronaut.png")
+		}
+		if *wav == "" {
+			*wav = filepath.Join(testdata, "audio", "speech-16k.wav")
+		}
+	}
+	if *child {
+		n, err := strconv.Atoi(*streams)
+		if err != nil {
+			return err
+		}
+		r, err := measure(n, *aspects, *image, *wav, *warmup, *duration, *cpuProfile)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("stream-bench: %d CPUs, %v measured per row after %v warmup; pipelines write to a discarding publisher (no room)\n\n",
+		numCPU(), *duration, *warmup)
+	fmt.Println("| aspect | streams | fps/stream | late % | max late | CPU/stream | RSS/stream | latency p50 | latency p99 | A/V skew max | speaking |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, aspect := range strings.Split(*aspects, ",") {
+		for _, ns := range strings.Split(*streams, ",") {
+			cmd := exec.Command(self, "-child", "-streams", ns, "-aspect", aspect, "-image", *image, "-wav", *wav,
+				"-warmup", warmup.String(), "-duration", duration.String())
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("%s x%s: %w", aspect, ns, err)
+			}
+			var r result
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				return fmt.Errorf("%s x%s: %w: %s", aspect, ns, err, out.String())
+			}
+			fmt.Printf("| %s | %d | %.1f | %.2f | %.0f ms | %.3f cores | %.1f MB | %.1f ms | %.1f ms | %.1f ms | %.0f%% |\n",
+				r.Aspect, r.Streams, r.FPS, r.LatePct, r.MaxLateMS, r.CPUPerStream, r.RSSPerStream,
+				r.LatP50MS, r.LatP99MS, r.AVSkewMaxMS, r.SpeakingPct)
+		}
+	}
+	return nil
+}
+
+// discard is a Publisher that drops what it is given.
+type discard struct{}
+
+func (discard) WriteVideo([]byte, time.Time) error { return nil }
+func (discard) WriteAudio([]byte, time.Time) error { return nil }
+func (discard) KeyframeRequested() bool            { return false }
+
+type stream struct {
+	buffer   *playout.Buffer
+	pipeline *session.Pipeline
+	video    *vp8.Encoder
+	audio    *opus.Encoder
+}
+
+func measure(n int, aspect, imagePath, wavPath string, warmup, duration time.Duration, cpuProfile string) (result, error) {
+	speech, err := loadSpeech(wavPath)
+	if err != nil {
+		return result{}, err
+	}
+	w, h, err := render.Dimensions(render.AspectRatio(aspect))
+	if err != nil {
+		return result{}, err
+	}
+	av, err := loadAvatar(imagePath, w, h)
+	if err != nil {
+		return result{}, err
+	}
+	rssBase := rssMB()
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+
+	streams := make([]*stream, n)
+	for i := range streams {
+		s := &stream{buffer: playout.New(0)}
+		if s.video, err = vp8.NewEncoder(vp8.Config{Width: w, Height: h}); err != nil {
+			return result{}, err
+		}
+		if s.audio, err = opus.NewEncoder(session.OutputRate, 1); err != nil {
+			return result{}, err
+		}
+		s.pipeline, err = session.NewPipeline(session.PipelineConfig{
+			Buffer: s.buffer, Renderer: render.NewCPURenderer(av), Video: s.video, Audio: s.audio,
+			Publisher: discard{}, Logger: log,
+		})
+		if err != nil {
+			return result{}, err
+		}
+		streams[i] = s
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for _, s := range streams {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := s.pipeline.Run(ctx); err != nil {
+				errs <- err
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			// Audio arrives at a random phase to the frame clock, as it
+			// would from a client; aligned phases would bias latency.
+			time.Sleep(time.Duration(rand.Int64N(int64(session.FrameDuration))))
+			feed(ctx, s.buffer, speech)
+		}()
+		// Spread the streams' frame clocks over the frame period, as
+		// sessions started at random times would be.
+		time.Sleep(time.Duration(rand.Int64N(int64(session.FrameDuration))))
+	}
+
+	time.Sleep(warmup)
+	before := make([]session.Stats, n)
+	latStart := make([]int, n)
+	for i, s := range streams {
+		before[i] = s.pipeline.Stats()
+		latStart[i] = len(s.pipeline.Latencies())
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+	}
+	cpu0, wall0 := cpuTime(), time.Now()
+	time.Sleep(duration)
+	cpu1, wall1 := cpuTime(), time.Now()
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	rss := rssMB()
+
+	var frames, late, speaking, resyncs uint64
+	var maxLate, maxSkew time.Duration
+	var lats []time.Duration
+	for i, s := range streams {
+		st := s.pipeline.Stats()
+		frames += st.Frames - before[i].Frames
+		late += st.LateFrames - before[i].LateFrames
+		speaking += st.SpeakingFrames - before[i].SpeakingFrames
+		resyncs += st.Resyncs - before[i].Resyncs
+		maxLate = max(maxLate, st.MaxLateness)
+		maxSkew = max(maxSkew, st.MaxAVSkew)
+		all := s.pipeline.Latencies()
+		if latStart[i] < len(all) {
+			lats = append(lats, all[latStart[i]:]...)
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return result{}, err
+	}
+	for _, s := range streams {
+		s.video.Close()
+		s.audio.Close()
+	}
+	wall := wall1.Sub(wall0)
+	slices.Sort(lats)
+	return result{
+		Aspect:       aspect,
+		Streams:      n,
+		FPS:          float64(frames) / float64(n) / wall.Seconds(),
+		LatePct:      100 * float64(late) / float64(max(frames, 1)),
+		MaxLateMS:    ms(maxLate),
+		Resyncs:      resyncs,
+		CPUPerStream: (cpu1 - cpu0).Seconds() / wall.Seconds() / float64(n),
+		RSSPerStream: (rss - rssBase) / float64(n),
+		LatP50MS:     ms(percentile(lats, 0.50)),
+		LatP99MS:     ms(percentile(lats, 0.99)),
+		AVSkewMaxMS:  ms(maxSkew),
+		SpeakingPct:  100 * float64(speaking) / float64(max(frames, 1)),
+	}, nil
+}
+
+// feed streams speech into buffer in real time: 40 ms chunks, each
+// utterance the whole clip, then a second of silence.
+func feed(ctx context.Context, buffer *playout.Buffer, speech []int16) {
+	tick := time.NewTicker(playout.FrameDuration)
+	defer tick.Stop()
+	for {
+		for i := 0; i < len(speech); i += playout.FrameSamples {
+			buffer.Push(speech[i:min(i+playout.FrameSamples, len(speech))], time.Now())
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		buffer.End()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rssMB reads the process's resident set from /proc.
+func rssMB() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func numCPU() int {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(data), "\nprocessor") + 1
+}
+
+func loadSpeech(path string) ([]int16, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pcm, rate, err := audio.ReadWAV(f)
+	if err != nil {
+		return nil, err
+	}
+	if rate != playout.SampleRate {
+		pcm = audio.Resample(pcm, rate, playout.SampleRate)
+	}
+	return pcm, nil
+}
+
+func loadAvatar(path string, w, h int) (*avatar.Prepared, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	img, err := avatar.Decode(f, 0)
+	if err != nil {
+		return nil, err
+	}
+	return avatar.Prepare(img, w, h)
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory; give -image and -wav")
+		}
+		dir = parent
+	}
+}

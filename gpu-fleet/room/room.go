@@ -1,0 +1,332 @@
+// Package room joins a LiveKit room as the avatar, publishes its video (VP8)
+// and audio (Opus) tracks, and decides when the session should end: every
+// other participant left, nobody came, the session expired, the room was
+// closed, or the connection was lost for good.
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/livekit/protocol/auth"
+	"github.com/livekit/protocol/livekit"
+	protologger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+	"github.com/pion/rtcp"
+	"github.com/pion/webrtc/v4"
+	"github.com/pion/webrtc/v4/pkg/media"
+)
+
+// AgentIdentity is the avatar's participant identity in every room. The API
+// returns it as agent_identity so clients know whose tracks are the avatar.
+const AgentIdentity = "avatar-renderer"
+
+const (
+	// VideoSampleDuration is one video frame (25 fps).
+	VideoSampleDuration = 40 * time.Millisecond
+	// AudioSampleDuration is one Opus packet.
+	AudioSampleDuration = 20 * time.Millisecond
+
+	DefaultGracePeriod = 10 * time.Second
+	DefaultJoinTimeout = 60 * time.Second
+
+	// presenceInterval is how often the room's participant list is checked.
+	// The list, not the SDK's connect/disconnect callbacks, is the source of
+	// truth: the SDK fires those callbacks on separate goroutines, so their
+	// order is not guaranteed.
+	presenceInterval = 250 * time.Millisecond
+)
+
+// Config says which room to join and when to leave it.
+type Config struct {
+	URL   string // ws:// or wss:// address of the LiveKit server
+	Token string // join token whose identity should be AgentIdentity
+
+	// VideoWidth and VideoHeight are announced with the video track.
+	VideoWidth, VideoHeight int
+
+	// GracePeriod: how long the room may stay empty after the last other
+	// participant left before the session ends (DefaultGracePeriod).
+	GracePeriod time.Duration
+	// JoinTimeout: how long to wait for the first other participant
+	// (DefaultJoinTimeout).
+	JoinTimeout time.Duration
+	// ExpiresAt ends the session when it passes; zero means never.
+	ExpiresAt time.Time
+
+	Logger *slog.Logger
+}
+
+// Room is the avatar's presence in one LiveKit room.
+type Room struct {
+	log   *slog.Logger
+	lk    *lksdk.Room
+	video *lksdk.LocalTrack
+	audio *lksdk.LocalTrack
+
+	presence *presence
+
+	// keyframeWanted is set when a receiver asks for a keyframe (PLI/FIR),
+	// for example a viewer that just subscribed.
+	keyframeWanted atomic.Bool
+
+	mu           sync.Mutex
+	reason       EndReason
+	reconnecting bool
+	leaving      bool // we are disconnecting on purpose
+	disconnected bool // the SDK already tore the connection down
+
+	done    chan struct{} // closed once an end reason is set
+	stopped chan struct{} // closed when the watcher returns
+}
+
+// Join connects to the room, publishes the avatar's tracks and starts
+// watching who is present. The caller must call Leave.
+func Join(ctx context.Context, cfg Config) (*Room, error) {
+	if cfg.URL == "" || cfg.Token == "" {
+		return nil, errors.New("room: URL and Token are required")
+	}
+	if cfg.GracePeriod <= 0 {
+		cfg.GracePeriod = DefaultGracePeriod
+	}
+	if cfg.JoinTimeout <= 0 {
+		cfg.JoinTimeout = DefaultJoinTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Room{
+		log:     log,
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+
+	cb := lksdk.NewRoomCallback()
+	cb.OnReconnecting = func() {
+		r.mu.Lock()
+		r.reconnecting = true
+		r.mu.Unlock()
+		r.log.Warn("room connection lost, reconnecting")
+	}
+	cb.OnReconnected = func() {
+		r.mu.Lock()
+		r.reconnecting = false
+		r.mu.Unlock()
+		r.log.Info("room reconnected, publishing continues")
+	}
+	cb.OnDisconnectedWithReason = func(reason lksdk.DisconnectionReason) {
+		r.mu.Lock()
+		leaving := r.leaving
+		r.disconnected = true
+		r.mu.Unlock()
+		if leaving {
+			return
+		}
+		end := endReasonFor(reason)
+		r.log.Warn("room disconnected", "reason", string(reason), "end_reason", end.String())
+		r.end(end)
+	}
+	cb.OnParticipantConnected = func(p *lksdk.RemoteParticipant) {
+		r.log.Info("participant joined", "identity", p.Identity(), "kind", int(p.Kind()))
+	}
+	cb.OnParticipantDisconnected = func(p *lksdk.RemoteParticipant) {
+		r.log.Info("participant left", "identity", p.Identity(), "reason", p.DisconnectReason().String())
+	}
+	cb.OnLocalTrackUnpublished = func(pub *lksdk.LocalTrackPublication, _ *lksdk.LocalParticipant) {
+		r.log.Info("track unpublished", "track_sid", pub.SID(), "kind", string(pub.Kind()))
+	}
+	cb.OnLocalTrackPublished = func(pub *lksdk.LocalTrackPublication, _ *lksdk.LocalParticipant) {
+		r.log.Info("track published", "track_sid", pub.SID(), "kind", string(pub.Kind()))
+	}
+
+	lk := lksdk.NewRoom(cb)
+	lk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(log.Handler())))
+	joined := make(chan error, 1)
+	go func() {
+		// The SDK's join takes no context; it has its own timeouts.
+		joined <- lk.JoinWithToken(cfg.URL, cfg.Token, lksdk.WithAutoSubscribe(false))
+	}()
+	select {
+	case err := <-joined:
+		if err != nil {
+			return nil, fmt.Errorf("room: join: %w", err)
+		}
+	case <-ctx.Done():
+		go func() {
+			if err := <-joined; err == nil {
+				lk.Disconnect()
+			}
+		}()
+		return nil, fmt.Errorf("room: join: %w", ctx.Err())
+	}
+	r.lk = lk
+
+	if err := r.publish(cfg); err != nil {
+		r.mu.Lock()
+		r.leaving = true
+		r.mu.Unlock()
+		lk.Disconnect()
+		return nil, err
+	}
+	r.log.Info("joined room", "room", lk.Name(), "identity", lk.LocalParticipant.Identity())
+
+	r.presence = newPresence(time.Now(), cfg.GracePeriod, cfg.JoinTimeout, cfg.ExpiresAt)
+	go r.watch()
+	return r, nil
+}
+
+func (r *Room) publish(cfg Config) error {
+	video, err := lksdk.NewLocalSampleTrack(webrtc.RTPCodecCapability{
+		MimeType:  webrtc.MimeTypeVP8,
+		ClockRate: 90000,
+	}, lksdk.WithRTCPHandler(func(p rtcp.Packet) {
+		switch p.(type) {
+		case *rtcp.PictureLossIndication, *rtcp.FullIntraRequest:
+			r.keyframeWanted.Store(true)
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("room: video track: %w", err)
+	}
+	if _, err := r.lk.LocalParticipant.PublishTrack(video, &lksdk.TrackPublicationOptions{
+		Name:        "avatar-video",
+		Source:      livekit.TrackSource_CAMERA,
+		VideoWidth:  cfg.VideoWidth,
+		VideoHeight: cfg.VideoHeight,
+	}); err != nil {
+		return fmt.Errorf("room: publish video: %w", err)
+	}
+	audio, err := lksdk.NewLocalSampleTrack(webrtc.RTPCodecCapability{
+		MimeType:  webrtc.MimeTypeOpus,
+		ClockRate: 48000,
+		Channels:  2, // Opus in WebRTC always signals 2 channels; the stream is mono
+	})
+	if err != nil {
+		return fmt.Errorf("room: audio track: %w", err)
+	}
+	if _, err := r.lk.LocalParticipant.PublishTrack(audio, &lksdk.TrackPublicationOptions{
+		Name:   "avatar-audio",
+		Source: livekit.TrackSource_MICROPHONE,
+		// The avatar's silence is real silence; DTX would only save bytes
+		// at the cost of receivers' jitter buffers resetting between words.
+		DisableDTX: true,
+	}); err != nil {
+		return fmt.Errorf("room: publish audio: %w", err)
+	}
+	r.video, r.audio = video, audio
+	return nil
+}
+
+// WriteVideo sends one encoded VP8 frame scheduled at at. The RTP timestamp
+// follows at, so frames written late still carry their place in time.
+func (r *Room) WriteVideo(frame []byte, at time.Time) error {
+	return r.video.WriteSample(media.Sample{Data: frame, Duration: VideoSampleDuration, Timestamp: at}, nil)
+}
+
+// WriteAudio sends one 20 ms Opus packet scheduled at at.
+func (r *Room) WriteAudio(packet []byte, at time.Time) error {
+	return r.audio.WriteSample(media.Sample{Data: packet, Duration: AudioSampleDuration, Timestamp: at}, nil)
+}
+
+// endReasonFor maps the SDK's final disconnect reason. The SDK reports
+// Failed after its reconnect attempts ran out; the other reasons come from a
+// leave the server sent on purpose. It folds ROOM_DELETED and
+// SERVER_SHUTDOWN into OtherReason, so those count as the room closing.
+func endReasonFor(reason lksdk.DisconnectionReason) EndReason {
+	switch reason {
+	case lksdk.RoomClosed, lksdk.ParticipantRemoved, lksdk.OtherReason:
+		return RoomClosed
+	}
+	return RoomError
+}
+
+// KeyframeRequested reports (once) that a receiver asked for a keyframe.
+func (r *Room) KeyframeRequested() bool { return r.keyframeWanted.Swap(false) }
+
+// Done is closed when the session should end; Reason says why.
+func (r *Room) Done() <-chan struct{} { return r.done }
+
+// Reason returns why the session ended, or NotEnded.
+func (r *Room) Reason() EndReason {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reason
+}
+
+// Leave ends the session for reason (unless it already ended for another
+// one), disconnects cleanly and returns the final reason.
+func (r *Room) Leave(reason EndReason) EndReason {
+	r.end(reason)
+	r.mu.Lock()
+	alreadyLeaving := r.leaving || r.disconnected
+	r.leaving = true
+	final := r.reason
+	r.mu.Unlock()
+	<-r.stopped
+	if !alreadyLeaving {
+		r.lk.Disconnect()
+		r.log.Info("left room", "end_reason", final.String())
+	}
+	return final
+}
+
+func (r *Room) end(reason EndReason) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reason != NotEnded {
+		return
+	}
+	r.reason = reason
+	close(r.done)
+}
+
+func (r *Room) watch() {
+	defer close(r.stopped)
+	tick := time.NewTicker(presenceInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.done:
+			return
+		case now := <-tick.C:
+			r.mu.Lock()
+			reconnecting := r.reconnecting || r.lk.ConnectionState() == lksdk.ConnectionStateReconnecting
+			r.mu.Unlock()
+			if reason := r.presence.observe(now, r.others(), reconnecting); reason != NotEnded {
+				r.log.Info("ending session", "end_reason", reason.String())
+				r.end(reason)
+				return
+			}
+		}
+	}
+}
+
+// others counts the participants a viewer could be: recorders (egress)
+// and the avatar's own identity do not keep a session alive.
+func (r *Room) others() int {
+	n := 0
+	for _, p := range r.lk.GetRemoteParticipants() {
+		if p.Identity() == AgentIdentity || p.Kind() == lksdk.ParticipantEgress {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// Token mints a join token for identity in roomName, valid for ttl. The
+// command line and tests use it; in production the API mints tokens.
+func Token(apiKey, apiSecret, roomName, identity string, ttl time.Duration) (string, error) {
+	at := auth.NewAccessToken(apiKey, apiSecret)
+	at.SetVideoGrant(&auth.VideoGrant{RoomJoin: true, Room: roomName}).
+		SetIdentity(identity).
+		SetValidFor(ttl)
+	return at.ToJWT()
+}

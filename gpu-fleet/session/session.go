@@ -1,0 +1,212 @@
+// Package session runs one avatar session: it registers the session's
+// audio WebSocket endpoint, joins the LiveKit room, and paces the pipeline
+// (playout -> render -> VP8 + Opus -> room) at 25 fps until the room says
+// the session is over or its owner stops it. A worker runs many sessions in
+// one process; each is independent and costs one pacing goroutine plus the
+// room's and the WebSocket's own.
+//
+// A/V sync: each tick writes the video frame, then the Opus packets made
+// from the very same 40 ms of audio, and stamps both with the tick's
+// scheduled time. Receivers therefore play the audio with the frame that
+// shows it; the remaining offset is the gap between the two writes (well
+// under a millisecond, reported as Stats.MaxAVSkew) plus the 16->48 kHz
+// resampler's ~1 ms group delay. The design target is +-40 ms.
+//
+// Speech events: "started" is emitted right after the first frame carrying
+// an utterance's audio is written, "finished" right after the last one is
+// written (or, after an interrupt, with the first frame at rest).
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"avatarsvc/gpu-fleet/audiows"
+	"avatarsvc/gpu-fleet/encode/opus"
+	"avatarsvc/gpu-fleet/encode/vp8"
+	"avatarsvc/gpu-fleet/playout"
+	"avatarsvc/gpu-fleet/room"
+)
+
+// Config describes one session.
+type Config struct {
+	SessionID string
+	// TokenHash is the SHA-256 of the session token (audiows.HashToken);
+	// the session never sees the token itself.
+	TokenHash [32]byte
+	// Room says where to publish; its VideoWidth/VideoHeight are taken
+	// from the renderer.
+	Room room.Config
+	// Renderer draws this session's avatar.
+	Renderer Renderer
+	// Audio is the process's WebSocket server that the session registers on.
+	Audio *audiows.Server
+	// VideoBitrateKbps: 0 uses the encoder's default.
+	VideoBitrateKbps int
+	// MaxBuffered bounds queued audio in samples (playout.DefaultMaxBuffered
+	// when zero).
+	MaxBuffered int
+	Logger      *slog.Logger
+}
+
+// Session is one running avatar session.
+type Session struct {
+	id       string
+	log      *slog.Logger
+	buffer   *playout.Buffer
+	endpoint *audiows.Endpoint
+	room     *room.Room
+	pipeline *Pipeline
+	video    *vp8.Encoder
+	audio    *opus.Encoder
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+	reason   room.EndReason
+	err      error
+}
+
+// Start registers the WebSocket endpoint, joins the room and starts the
+// frame clock. ctx bounds the start only; use Stop (or Run) to end it.
+func Start(ctx context.Context, cfg Config) (*Session, error) {
+	if cfg.SessionID == "" || cfg.Renderer == nil || cfg.Audio == nil {
+		return nil, errors.New("session: SessionID, Renderer and Audio are required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("session_id", cfg.SessionID)
+	s := &Session{
+		id:     cfg.SessionID,
+		log:    log,
+		buffer: playout.New(cfg.MaxBuffered),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	var err error
+	if s.endpoint, err = cfg.Audio.Register(cfg.SessionID, cfg.TokenHash, s.buffer); err != nil {
+		return nil, fmt.Errorf("session: register audio endpoint: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.release()
+		}
+	}()
+
+	w, h := cfg.Renderer.Size()
+	if s.video, err = vp8.NewEncoder(vp8.Config{Width: w, Height: h, BitrateKbps: cfg.VideoBitrateKbps}); err != nil {
+		return nil, fmt.Errorf("session: video encoder: %w", err)
+	}
+	if s.audio, err = opus.NewEncoder(OutputRate, 1); err != nil {
+		return nil, fmt.Errorf("session: audio encoder: %w", err)
+	}
+	roomCfg := cfg.Room
+	roomCfg.VideoWidth, roomCfg.VideoHeight = w, h
+	roomCfg.Logger = log
+	if s.room, err = room.Join(ctx, roomCfg); err != nil {
+		return nil, err
+	}
+	s.pipeline, err = NewPipeline(PipelineConfig{
+		Buffer:    s.buffer,
+		Renderer:  cfg.Renderer,
+		Video:     s.video,
+		Audio:     s.audio,
+		Publisher: s.room,
+		Events:    s.endpoint,
+		Logger:    log,
+	})
+	if err != nil {
+		s.room.Leave(room.Failed)
+		return nil, err
+	}
+	ok = true
+	go s.run()
+	log.Info("session started", "width", w, "height", h)
+	return s, nil
+}
+
+func (s *Session) run() {
+	defer close(s.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	pipelineDone := make(chan error, 1)
+	go func() { pipelineDone <- s.pipeline.Run(ctx) }()
+
+	reason := room.NotEnded
+	select {
+	case <-s.room.Done():
+		reason = s.room.Reason()
+	case <-s.stop:
+		reason = room.Stopped
+	case err := <-pipelineDone:
+		s.err = err
+		reason = room.Failed
+		pipelineDone <- nil
+	}
+	cancel()
+	<-pipelineDone
+
+	s.reason = s.room.Leave(reason)
+	stats := s.pipeline.Stats()
+	s.log.Info("session ended", "end_reason", s.reason.String(), "err", s.err,
+		"frames", stats.Frames, "late_frames", stats.LateFrames, "max_lateness", stats.MaxLateness,
+		"resyncs", stats.Resyncs, "write_errors", stats.WriteErrors)
+	s.release()
+}
+
+// release frees what Start acquired, whichever step it reached.
+func (s *Session) release() {
+	if s.endpoint != nil {
+		reason := s.reason
+		if reason == room.NotEnded {
+			reason = room.Failed
+		}
+		s.endpoint.Close(reason.String())
+	}
+	if s.video != nil {
+		s.video.Close()
+	}
+	if s.audio != nil {
+		s.audio.Close()
+	}
+}
+
+// Stop ends the session (EndReason Stopped unless it already ended for
+// another reason). It does not wait; use Wait.
+func (s *Session) Stop() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// Done is closed when the session has ended and released everything.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until the session ends and returns why; err is set when the
+// pipeline failed.
+func (s *Session) Wait() (room.EndReason, error) {
+	<-s.done
+	return s.reason, s.err
+}
+
+// Stats returns the pipeline's counters.
+func (s *Session) Stats() Stats { return s.pipeline.Stats() }
+
+// Buffer is the session's playout buffer (audio also arrives here from
+// sources other than the WebSocket, such as tests and benchmarks).
+func (s *Session) Buffer() *playout.Buffer { return s.buffer }
+
+// Run starts a session and waits for it; cancelling ctx stops it.
+func Run(ctx context.Context, cfg Config) (room.EndReason, error) {
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		return room.NotEnded, err
+	}
+	select {
+	case <-ctx.Done():
+		s.Stop()
+	case <-s.done:
+	}
+	return s.Wait()
+}
