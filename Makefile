@@ -32,7 +32,7 @@ lint:
 bench: setup
 	$(GO) run ./scripts/apibench
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./gpu-fleet/...
-	$(GO) run ./gpu-fleet/cmd/stream-bench
+	$(GO) run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
 
 ## build: an arm64 `bootstrap` per Lambda function under build/<name>/
 build: $(FUNCTIONS:%=build-%)

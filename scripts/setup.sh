@@ -19,6 +19,11 @@ done
 if command -v java >/dev/null 2>&1; then
   missing=("${missing[@]/default-jre-headless/}")
 fi
+# Node.js runs the SQS server and the npm tooling; the image usually has a
+# newer one than Debian's, which is only the fallback.
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
 if ((${#missing[@]})); then
   sudo=""
@@ -38,6 +43,7 @@ else
   say "npm packages present"
 fi
 
+command -v go >/dev/null 2>&1 || { echo "setup: go is required (see go.mod for the version)" >&2; exit 1; }
 bin=.local/bin/livekit-server
 if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$LIVEKIT_VERSION"; then
   say "livekit-server $LIVEKIT_VERSION present"

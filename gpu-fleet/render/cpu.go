@@ -59,6 +59,13 @@ func NewCPURendererSeeded(av *avatar.Prepared, seed uint64) *CPURenderer {
 // Size returns the frame size.
 func (r *CPURenderer) Size() (width, height int) { return r.w, r.h }
 
+// ResetMouth snaps the mouth to rest for the next frame, skipping the
+// smoothed close, so an interrupt shows a closed mouth within one frame.
+func (r *CPURenderer) ResetMouth() {
+	r.pose = mouthPose{}
+	r.analyzer = audio.NewAnalyzer()
+}
+
 // MouthOpenness returns how far the mouth was open in the last frame, from
 // 0 (closed) to 1 (wide open).
 func (r *CPURenderer) MouthOpenness() float64 { return float64(r.pose.open) }

@@ -302,3 +302,37 @@ func BenchmarkRGBAToI420(b *testing.B) {
 		RGBAToI420(src, f)
 	}
 }
+
+// TestResetMouthRestsWithinOneFrame: after speech, ResetMouth makes the very
+// next (silent) frame show a closed mouth, as an interrupt requires.
+func TestResetMouthRestsWithinOneFrame(t *testing.T) {
+	frames := speechFrames(t)
+	r := NewCPURenderer(astronaut(t, 512, 512))
+	frame := NewFrame(512, 512)
+	maxOpen := 0.0
+	for _, pcm := range frames[:60] {
+		if err := r.Render(pcm, frame); err != nil {
+			t.Fatal(err)
+		}
+		maxOpen = max(maxOpen, r.MouthOpenness())
+	}
+	if maxOpen < 0.3 {
+		t.Fatalf("speech opened the mouth to only %.2f", maxOpen)
+	}
+	// Stop while the mouth is open, as an interrupt would.
+	for _, pcm := range frames[60:] {
+		if err := r.Render(pcm, frame); err != nil {
+			t.Fatal(err)
+		}
+		if r.MouthOpenness() > 0.3 {
+			break
+		}
+	}
+	r.ResetMouth()
+	if err := r.Render(nil, frame); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.MouthOpenness(); got != 0 {
+		t.Errorf("mouth openness on the first frame after ResetMouth: got %.3f, want 0", got)
+	}
+}

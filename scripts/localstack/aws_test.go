@@ -26,6 +26,7 @@ func testContext(t *testing.T) context.Context {
 }
 
 func TestDynamoDBLocal(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	db := localstack.DynamoDBT(t).Client(ctx)
 
@@ -73,6 +74,7 @@ func TestDynamoDBLocal(t *testing.T) {
 }
 
 func TestDynamoDBLocalKeepsDataInDataDir(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	dataDir := t.TempDir()
 	opts := localstack.Options{LogDir: t.TempDir(), DataDir: dataDir}
@@ -107,6 +109,7 @@ func TestDynamoDBLocalKeepsDataInDataDir(t *testing.T) {
 }
 
 func TestSQSServer(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	q := localstack.SQST(t).Client(ctx)
 
@@ -173,6 +176,7 @@ func TestSQSServer(t *testing.T) {
 }
 
 func TestSQSServerRedrivesToDeadLetterQueue(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	q := localstack.SQST(t).Client(ctx)
 
@@ -229,6 +233,7 @@ func TestSQSServerRedrivesToDeadLetterQueue(t *testing.T) {
 }
 
 func TestS3InProcess(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	s := localstack.S3T(t).Client(ctx)
 

@@ -16,6 +16,7 @@ import (
 )
 
 func TestLiveKitRoomService(t *testing.T) {
+	t.Parallel()
 	lk := localstack.LiveKitT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -48,6 +49,7 @@ func TestLiveKitRoomService(t *testing.T) {
 // TestLiveKitMediaOverLoopback checks that ICE completes over the loopback
 // interface: a track published by one participant reaches another.
 func TestLiveKitMediaOverLoopback(t *testing.T) {
+	t.Parallel()
 	lk := localstack.LiveKitT(t)
 
 	subscribed := make(chan string, 1)
@@ -108,6 +110,7 @@ func TestLiveKitMediaOverLoopback(t *testing.T) {
 }
 
 func TestLiveKitConfigUsesFreePorts(t *testing.T) {
+	t.Parallel()
 	a := localstack.LiveKitT(t)
 	b := localstack.LiveKitT(t)
 	ports := map[int]bool{}
