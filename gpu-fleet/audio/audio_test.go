@@ -1,41 +1,18 @@
 package audio
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 )
 
-func sharedTestdata(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("test input %s missing (shared/testdata beside the checkout): %v", p, err)
-	}
-	return p
-}
-
 func readSpeech(t testing.TB, rel string) ([]int16, int) {
 	t.Helper()
-	f, err := os.Open(sharedTestdata(t, rel))
+	f, err := os.Open(testfiles.Path(rel))
 	if err != nil {
 		t.Fatal(err)
 	}

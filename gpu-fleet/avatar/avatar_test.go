@@ -1,6 +1,7 @@
 package avatar
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -13,36 +14,10 @@ import (
 	"image/jpeg"
 	"image/png"
 	"os"
-	"path/filepath"
 	"testing"
 
 	xdraw "golang.org/x/image/draw"
 )
-
-// sharedTestdata returns a file from the project's shared test inputs, which
-// sit beside the checkout (../shared/testdata from the module root).
-func sharedTestdata(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("test input %s missing (shared/testdata beside the checkout): %v", p, err)
-	}
-	return p
-}
 
 func decodeFile(t testing.TB, path string) image.Image {
 	t.Helper()
@@ -59,7 +34,7 @@ func decodeFile(t testing.TB, path string) image.Image {
 }
 
 func astronaut(t testing.TB) image.Image {
-	return decodeFile(t, sharedTestdata(t, "images/face-astronaut.png"))
+	return decodeFile(t, testfiles.Path("images/face-astronaut.png"))
 }
 
 func TestPrepareRealFace(t *testing.T) {
@@ -132,7 +107,7 @@ func TestPrepareRejects(t *testing.T) {
 		img  image.Image
 		want error
 	}{
-		{"no face", decodeFile(t, sharedTestdata(t, "images/noface-hubble.jpg")), ErrNoFace},
+		{"no face", decodeFile(t, testfiles.Path("images/noface-hubble.jpg")), ErrNoFace},
 		{"two faces", twoFaces, ErrManyFaces},
 		{"face too small", small, ErrFaceTooSmall},
 		{"blank", image.NewGray(image.Rect(0, 0, 300, 300)), ErrNoFace},

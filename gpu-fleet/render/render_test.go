@@ -1,41 +1,18 @@
 package render
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"bytes"
 	"fmt"
 	"image"
 	"math"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/avatar"
 )
-
-func sharedTestdata(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("test input %s missing (shared/testdata beside the checkout): %v", p, err)
-	}
-	return p
-}
 
 var (
 	prepared   = map[string]*avatar.Prepared{}
@@ -51,7 +28,7 @@ func astronaut(t testing.TB, w, h int) *avatar.Prepared {
 	if p := prepared[key]; p != nil {
 		return p
 	}
-	data, err := os.ReadFile(sharedTestdata(t, "images/face-astronaut.png"))
+	data, err := os.ReadFile(testfiles.Path("images/face-astronaut.png"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +47,7 @@ func astronaut(t testing.TB, w, h int) *avatar.Prepared {
 // speechFrames returns the test speech as 16 kHz frames.
 func speechFrames(t testing.TB) [][]int16 {
 	t.Helper()
-	f, err := os.Open(sharedTestdata(t, "audio/speech-16k.wav"))
+	f, err := os.Open(testfiles.Path("audio/speech-16k.wav"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/ratelimit"
 	"avatarsvc/shared/sessions"
-	"avatarsvc/shared/stacktest"
+	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/store"
 )
 

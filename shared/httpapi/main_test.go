@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"avatarsvc/shared/stacktest"
+	"avatarsvc/scripts/stacktest"
 )
 
 // stack is one API over real DynamoDB Local, SQS and S3 for the package.

@@ -1,12 +1,11 @@
 package httpapi_test
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -225,10 +224,7 @@ func TestSessionLifecycle(t *testing.T) {
 
 func TestCreateSessionValidation(t *testing.T) {
 	acct := newAccount(t, "pro")
-	face, err := os.ReadFile(filepath.Join(testdataDir(t), "images", "face-astronaut.png"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	face := testfiles.Read(t, testfiles.FacePNG)
 	withAvatar := func(avatar any) map[string]any {
 		b := validSession()
 		b["avatar"] = avatar
@@ -390,14 +386,6 @@ func receiveJob(t testing.TB, id string) jobs.StartJob {
 	}
 	t.Fatalf("no job for %s on the queue", id)
 	return jobs.StartJob{}
-}
-
-func testdataDir(t testing.TB) string {
-	root, err := localstack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(root, "..", "shared", "testdata")
 }
 
 func assertStructuredError(t testing.TB, res response, status int, message string) {

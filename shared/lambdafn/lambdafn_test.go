@@ -14,10 +14,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/httpapi"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/lambdafn"
-	"avatarsvc/shared/stacktest"
 )
 
 var stack *stacktest.Stack

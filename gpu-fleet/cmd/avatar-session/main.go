@@ -7,7 +7,7 @@
 //
 //	go run ./gpu-fleet/cmd/avatar-session -url ws://127.0.0.1:7880 \
 //	    -api-key devkey -api-secret <secret> -room demo \
-//	    -avatar ../shared/testdata/images/face-astronaut.png
+//	    -avatar gpu-fleet/testfiles/images/face-astronaut.png
 //
 // It prints the ws_uri and a speak command that streams a WAV file to it.
 // Every flag can also be set from the environment variable named in its
@@ -32,8 +32,8 @@ import (
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/render"
+	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
-	"avatarsvc/gpu-fleet/session"
 )
 
 type options struct {
@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string) error {
 	if o.expire > 0 {
 		expires = time.Now().Add(o.expire)
 	}
-	s, err := session.Start(ctx, session.Config{
+	s, err := rendersession.Start(ctx, rendersession.Config{
 		SessionID: o.sessionID,
 		TokenHash: audiows.HashToken(o.sessionToken),
 		Room: room.Config{
@@ -171,7 +171,7 @@ func run(ctx context.Context, args []string) error {
 	wsURI := fmt.Sprintf("ws://%s/ws/%s", ln.Addr(), o.sessionID)
 	fmt.Printf("ws_uri:        %s\nsession_id:    %s\nsession_token: %s\nagent_identity: %s\n\n",
 		wsURI, o.sessionID, o.sessionToken, room.AgentIdentity)
-	fmt.Printf("send speech:   go run ./gpu-fleet/cmd/speak -ws %s -session-id %s -session-token %s -wav ../shared/testdata/audio/speech-16k.wav\n\n",
+	fmt.Printf("send speech:   go run ./gpu-fleet/cmd/speak -ws %s -session-id %s -session-token %s -wav gpu-fleet/testfiles/audio/speech-16k.wav\n\n",
 		wsURI, o.sessionID, o.sessionToken)
 
 	select {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"bytes"
 	"errors"
 	"image/png"
@@ -13,33 +14,10 @@ import (
 	"avatarsvc/gpu-fleet/encode/vp8"
 )
 
-func sharedTestdata(t *testing.T, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("test input %s missing (shared/testdata beside the checkout): %v", p, err)
-	}
-	return p
-}
-
 func TestRenderFile(t *testing.T) {
 	dir := t.TempDir()
 	// The first 1.2 s of the 48 kHz speech: 30 frames.
-	f, err := os.Open(sharedTestdata(t, "audio/speech-48k.wav"))
+	f, err := os.Open(testfiles.Path("audio/speech-48k.wav"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +32,7 @@ func TestRenderFile(t *testing.T) {
 	}
 
 	o := options{
-		image: sharedTestdata(t, "images/face-astronaut.png"), wav: wav, aspect: "4:3",
+		image: testfiles.Path("images/face-astronaut.png"), wav: wav, aspect: "4:3",
 		out: filepath.Join(dir, "talk.ivf"), sheet: filepath.Join(dir, "sheet.png"),
 		seed: 1, bitrate: 600, sheetCols: 2, sheetRows: 2, sheetCell: 160,
 	}

@@ -20,6 +20,7 @@
 package main
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -46,7 +47,7 @@ import (
 	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/playout"
 	"avatarsvc/gpu-fleet/render"
-	"avatarsvc/gpu-fleet/session"
+	"avatarsvc/gpu-fleet/rendersession"
 )
 
 type result struct {
@@ -77,25 +78,18 @@ func run(args []string) error {
 	aspects := fs.String("aspect", "1:1,4:3", "aspect ratios to measure, comma separated")
 	duration := fs.Duration("duration", 10*time.Second, "measured time per configuration")
 	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured time before it")
-	image := fs.String("image", "", "avatar image (default ../shared/testdata/images/face-astronaut.png)")
-	wav := fs.String("wav", "", "speech WAV (default ../shared/testdata/audio/speech-16k.wav)")
+	image := fs.String("image", "", "avatar image (default gpu-fleet/testfiles/images/face-astronaut.png)")
+	wav := fs.String("wav", "", "speech WAV (default gpu-fleet/testfiles/audio/speech-16k.wav)")
 	child := fs.Bool("child", false, "internal: measure one configuration and print JSON")
 	cpuProfile := fs.String("cpuprofile", "", "with -child: write a CPU profile of the measured window here")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *image == "" || *wav == "" {
-		root, err := repoRoot()
-		if err != nil {
-			return err
-		}
-		testdata := filepath.Join(root, "..", "shared", "testdata")
-		if *image == "" {
-			*image = filepath.Join(testdata, "images", "face-astronaut.png")
-		}
-		if *wav == "" {
-			*wav = filepath.Join(testdata, "audio", "speech-16k.wav")
-		}
+	if *image == "" {
+		*image = testfiles.Path(testfiles.FacePNG)
+	}
+	if *wav == "" {
+		*wav = testfiles.Path(testfiles.Speech16k)
 	}
 	if *child {
 		n, err := strconv.Atoi(*streams)
@@ -147,7 +141,7 @@ func (discard) KeyframeRequested() bool            { return false }
 
 type stream struct {
 	buffer   *playout.Buffer
-	pipeline *session.Pipeline
+	pipeline *rendersession.Pipeline
 	video    *vp8.Encoder
 	audio    *opus.Encoder
 }
@@ -174,10 +168,10 @@ func measure(n int, aspect, imagePath, wavPath string, warmup, duration time.Dur
 		if s.video, err = vp8.NewEncoder(vp8.Config{Width: w, Height: h}); err != nil {
 			return result{}, err
 		}
-		if s.audio, err = opus.NewEncoder(session.OutputRate, 1); err != nil {
+		if s.audio, err = opus.NewEncoder(rendersession.OutputRate, 1); err != nil {
 			return result{}, err
 		}
-		s.pipeline, err = session.NewPipeline(session.PipelineConfig{
+		s.pipeline, err = rendersession.NewPipeline(rendersession.PipelineConfig{
 			Buffer: s.buffer, Renderer: render.NewCPURenderer(av), Video: s.video, Audio: s.audio,
 			Publisher: discard{}, Logger: log,
 		})
@@ -203,16 +197,16 @@ func measure(n int, aspect, imagePath, wavPath string, warmup, duration time.Dur
 			defer wg.Done()
 			// Audio arrives at a random phase to the frame clock, as it
 			// would from a client; aligned phases would bias latency.
-			time.Sleep(time.Duration(rand.Int64N(int64(session.FrameDuration))))
+			time.Sleep(time.Duration(rand.Int64N(int64(rendersession.FrameDuration))))
 			feed(ctx, s.buffer, speech)
 		}()
 		// Spread the streams' frame clocks over the frame period, as
 		// sessions started at random times would be.
-		time.Sleep(time.Duration(rand.Int64N(int64(session.FrameDuration))))
+		time.Sleep(time.Duration(rand.Int64N(int64(rendersession.FrameDuration))))
 	}
 
 	time.Sleep(warmup)
-	before := make([]session.Stats, n)
+	before := make([]rendersession.Stats, n)
 	latStart := make([]int, n)
 	for i, s := range streams {
 		before[i] = s.pipeline.Stats()

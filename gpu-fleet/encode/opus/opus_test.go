@@ -1,9 +1,9 @@
 package opus
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"avatarsvc/gpu-fleet/audio"
@@ -11,24 +11,10 @@ import (
 
 func speech48k(t testing.TB) []int16 {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", "audio", "speech-48k.wav")
+	p := testfiles.Path(testfiles.Speech48k)
 	f, err := os.Open(p)
 	if err != nil {
-		t.Fatalf("test input missing (shared/testdata beside the checkout): %v", err)
+		t.Fatalf("test input missing: %v", err)
 	}
 	defer f.Close()
 	pcm, rate, err := audio.ReadWAV(f)

@@ -1,6 +1,7 @@
 package vp8
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"bytes"
 	"errors"
 	"fmt"
@@ -8,41 +9,17 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/render"
 )
 
-func sharedTestdata(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("test input %s missing (shared/testdata beside the checkout): %v", p, err)
-	}
-	return p
-}
-
 // clip renders n frames of the silent avatar (blinks and sway give the
 // encoder real motion to code).
 func clip(t testing.TB, w, h, n int) []*render.Frame {
 	t.Helper()
-	f, err := os.Open(sharedTestdata(t, "images/face-astronaut.png"))
+	f, err := os.Open(testfiles.Path("images/face-astronaut.png"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
-package session_test
+package rendersession_test
 
 import (
+	"avatarsvc/gpu-fleet/testfiles"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,8 +29,8 @@ import (
 	"avatarsvc/gpu-fleet/encode/opus"
 	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/render"
+	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
-	"avatarsvc/gpu-fleet/session"
 	"avatarsvc/scripts/localstack"
 )
 
@@ -45,18 +45,9 @@ const (
 	movingMin = 22.0
 )
 
-func testdataPath(t *testing.T, elem ...string) string {
-	t.Helper()
-	root, err := localstack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(append([]string{root, "..", "shared", "testdata"}, elem...)...)
-}
-
 func prepareAvatar(t *testing.T, aspect render.AspectRatio) *avatar.Prepared {
 	t.Helper()
-	f, err := os.Open(testdataPath(t, "images", "face-astronaut.png"))
+	f, err := os.Open(testfiles.Path(testfiles.FacePNG))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +69,7 @@ func prepareAvatar(t *testing.T, aspect render.AspectRatio) *avatar.Prepared {
 
 func speechPCM(t *testing.T) []int16 {
 	t.Helper()
-	f, err := os.Open(testdataPath(t, "audio", "speech-16k.wav"))
+	f, err := os.Open(testfiles.Path(testfiles.Speech16k))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +339,7 @@ func newStack(t *testing.T) *stack {
 	return &stack{lk: lk, audio: srv, log: log, wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws/"}
 }
 
-func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatar.Prepared, rc room.Config) *session.Session {
+func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatar.Prepared, rc room.Config) *rendersession.Session {
 	t.Helper()
 	token, err := room.Token(st.lk.APIKey, st.lk.APISecret, roomName, room.AgentIdentity, time.Hour)
 	if err != nil {
@@ -357,7 +348,7 @@ func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatar.Prep
 	rc.URL, rc.Token = st.lk.URL, token
 	ctx, cancel := context.WithTimeout(context.Background(), liveness)
 	defer cancel()
-	s, err := session.Start(ctx, session.Config{
+	s, err := rendersession.Start(ctx, rendersession.Config{
 		SessionID: sessionID,
 		TokenHash: audiows.HashToken("tok-" + sessionID),
 		Room:      rc,
@@ -366,13 +357,13 @@ func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatar.Prep
 		Logger:    st.log,
 	})
 	if err != nil {
-		t.Fatalf("session.Start: %v", err)
+		t.Fatalf("rendersession.Start: %v", err)
 	}
 	t.Cleanup(func() { s.Stop(); s.Wait() })
 	return s
 }
 
-func waitEnd(t *testing.T, s *session.Session) room.EndReason {
+func waitEnd(t *testing.T, s *rendersession.Session) room.EndReason {
 	t.Helper()
 	select {
 	case <-s.Done():
@@ -438,7 +429,7 @@ func TestSessionInRealRoom(t *testing.T) {
 		// slots, less at most the backlog a late first frame can catch up.
 		// Much earlier would mean "finished" was sent when the audio was
 		// buffered rather than played.
-		if played, least := ended.at.Sub(started.at), 74*session.FrameDuration-session.DefaultMaxBacklog; played < least {
+		if played, least := ended.at.Sub(started.at), 74*rendersession.FrameDuration-rendersession.DefaultMaxBacklog; played < least {
 			t.Fatalf("speak_started to speak_ended: got %v, want >= %v (the audio's length)", played, least)
 		}
 		moving := 0
@@ -486,7 +477,7 @@ func TestSessionInRealRoom(t *testing.T) {
 		// was written; allow that frame's delivery and decode, then every
 		// frame must be at rest.
 		time.Sleep(time.Second)
-		frames := v.framesBetween(ended.at.Add(2*session.FrameDuration), time.Now())
+		frames := v.framesBetween(ended.at.Add(2*rendersession.FrameDuration), time.Now())
 		if len(frames) < 10 {
 			t.Fatalf("frames after interrupt: got %d, want about 20", len(frames))
 		}
@@ -497,7 +488,7 @@ func TestSessionInRealRoom(t *testing.T) {
 			}
 			worst = max(worst, f.mouth)
 		}
-		first := v.framesBetween(ended.at, ended.at.Add(2*session.FrameDuration))
+		first := v.framesBetween(ended.at, ended.at.Add(2*rendersession.FrameDuration))
 		t.Logf("interrupt: %d frames after, mouth difference at most %.1f; frames right at the event: %v", len(frames), worst, first)
 	})
 
@@ -571,7 +562,7 @@ func TestSessionEndReasons(t *testing.T) {
 	t.Run("a second session with the same id is refused", func(t *testing.T) {
 		st.start(t, "sess_dup", "room-dup", av, room.Config{})
 		token, _ := room.Token(st.lk.APIKey, st.lk.APISecret, "room-dup2", room.AgentIdentity, time.Hour)
-		_, err := session.Start(context.Background(), session.Config{
+		_, err := rendersession.Start(context.Background(), rendersession.Config{
 			SessionID: "sess_dup", Renderer: render.NewCPURenderer(av), Audio: st.audio,
 			Room: room.Config{URL: st.lk.URL, Token: token}, Logger: st.log,
 		})

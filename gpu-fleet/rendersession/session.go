@@ -1,4 +1,4 @@
-// Package session runs one avatar session: it registers the session's
+// Package rendersession runs one avatar session: it registers the session's
 // audio WebSocket endpoint, joins the LiveKit room, and paces the pipeline
 // (playout -> render -> VP8 + Opus -> room) at 25 fps until the room says
 // the session is over or its owner stops it. A worker runs many sessions in
@@ -15,7 +15,7 @@
 // Speech events: "started" is emitted right after the first frame carrying
 // an utterance's audio is written, "finished" right after the last one is
 // written (or, after an interrupt, with the first frame at rest).
-package session
+package rendersession
 
 import (
 	"context"
