@@ -168,7 +168,7 @@ func run(ctx context.Context, out io.Writer) error {
 		if err := store.StartSession(ctx, startParams(id, uid, now, p, u)); err != nil {
 			return err
 		}
-		if err := queue.Enqueue(ctx, jobs.NewStartJob(s, now)); err != nil {
+		if err := queue.Enqueue(ctx, jobs.NewStartJob(s.ID, s.UserID, now.Add(jobs.ClaimWindow), now)); err != nil {
 			return err
 		}
 		if err := store.MarkJobEnqueued(ctx, id, now); err != nil {
@@ -222,12 +222,14 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Micros
 
 func startParams(id, uid string, now time.Time, p domain.Plan, u domain.User) store.StartParams {
 	return store.StartParams{SessionID: id, UserID: uid, StartedAt: now, Expiration: domain.Expiration(now, p, u.MinutesRemaining(now)),
-		MaxConcurrent: p.MaxConcurrent, Period: u.CurrentPeriod(now), IncludedMinutes: p.IncludedMinutes}
+		JobDeadline: now.Add(jobs.ClaimWindow), MaxConcurrent: p.MaxConcurrent, Period: u.CurrentPeriod(now), IncludedMinutes: p.IncludedMinutes}
 }
 
 func endParams(id, uid string, now time.Time, u domain.User) store.EndParams {
 	period := u.CurrentPeriod(now)
-	inc, pur, bill := domain.Charge(1, u.EffectivePlan(now).IncludedMinutes-u.IncludedUsedIn(period), u.PurchasedRemaining)
+	total, used := u.EffectivePlan(now).IncludedMinutes, u.IncludedUsedIn(period)
+	inc, pur, bill := domain.Charge(1, total-used, u.PurchasedRemaining)
 	return store.EndParams{SessionID: id, UserID: uid, EndedAt: now, Reason: "bench", Billing: bill, Period: period,
-		FromIncluded: inc, FromPurchased: pur, SamePeriod: u.UsagePeriod == period.Key()}
+		FromIncluded: inc, FromPurchased: pur, SamePeriod: u.UsagePeriod == period.Key(),
+		IncludedHeadroom: pur == 0 && inc <= total-used, IncludedTotal: total, IncludedUsedWas: used, PurchasedWas: u.PurchasedRemaining}
 }

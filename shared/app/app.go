@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,6 +23,7 @@ import (
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/media"
 	"avatarsvc/shared/ratelimit"
+	"avatarsvc/shared/reaper"
 	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/store"
 )
@@ -38,6 +40,9 @@ type Config struct {
 	// Trace turns on X-Ray subsegments for AWS calls (in Lambda, in builds
 	// with the xray tag; see tracing_xray.go).
 	Trace bool
+	// RoomPlatforms the renderers can join (ROOM_PLATFORMS, comma-separated;
+	// default livekit). Create Session refuses the others with a clear 400.
+	RoomPlatforms []string
 }
 
 // ConfigFromEnv reads Config; every table, the queue and the bucket must be named.
@@ -54,6 +59,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		SQSEndpoint:      getenv("AWS_ENDPOINT_URL_SQS"),
 		S3Endpoint:       getenv("AWS_ENDPOINT_URL_S3"),
 		Trace:            getenv("AWS_LAMBDA_FUNCTION_NAME") != "",
+	}
+	if v := getenv("ROOM_PLATFORMS"); v != "" {
+		c.RoomPlatforms = strings.Split(v, ",")
 	}
 	if c.Region == "" {
 		c.Region = "us-east-1"
@@ -77,7 +85,7 @@ func (c Config) Env() []string {
 		"SESSIONS_TABLE=" + c.Tables.Sessions, "RATE_LIMITS_TABLE=" + c.Tables.RateLimits,
 		"SESSION_QUEUE_URL=" + c.QueueURL, "MEDIA_BUCKET=" + c.MediaBucket,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + c.DynamoDBEndpoint, "AWS_ENDPOINT_URL_SQS=" + c.SQSEndpoint,
-		"AWS_ENDPOINT_URL_S3=" + c.S3Endpoint,
+		"AWS_ENDPOINT_URL_S3=" + c.S3Endpoint, "ROOM_PLATFORMS=" + strings.Join(c.RoomPlatforms, ","),
 	}
 }
 
@@ -89,6 +97,9 @@ type App struct {
 	Sessions *sessions.Service
 	Accounts *accounts.Service
 	Queue    *jobs.Queue
+	Reaper   *reaper.Reaper
+	SQS      *sqs.Client
+	S3       *s3.Client
 	Deps     httpapi.Deps
 }
 
@@ -123,9 +134,10 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 		}
 	})
 	queue := jobs.NewQueue(sqsClient, c.QueueURL)
-	svc := sessions.New(st, queue, media.NewBucket(s3Client, c.MediaBucket), now, log)
+	svc := sessions.New(st, queue, media.NewBucket(s3Client, c.MediaBucket), now, log, c.RoomPlatforms...)
 	return &App{
 		Config: c, AWS: cfg, Store: st, Sessions: svc, Accounts: accounts.New(st, now), Queue: queue,
+		Reaper: reaper.New(st, svc, reaper.DefaultPolicy, now, log), SQS: sqsClient, S3: s3Client,
 		Deps: httpapi.Deps{
 			Sessions: svc, Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
 		},

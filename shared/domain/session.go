@@ -36,11 +36,36 @@ type Session struct {
 	Expiration time.Time
 	WSURI      string
 	// JobEnqueuedAt is set once the renderer job is on the queue, so a repeated
-	// start re-sends a job that a failed send lost.
+	// start (or the reaper) re-sends a job that a failed send lost.
 	JobEnqueuedAt time.Time
-	EndReason     string
-	Billing       *Billing
+	// JobDeadline: a renderer may claim the session only before it; after
+	// it, an unclaimed session is ended with ReasonNoCapacity.
+	JobDeadline time.Time
+	// WorkerID is the renderer worker that claimed the session, and
+	// LeaseUntil how long its claim holds without a heartbeat.
+	WorkerID   string
+	LeaseUntil time.Time
+	// ServedAt is when the renderer joined the room and reported ws_uri;
+	// zero means the fleet never ran the session, which then bills nothing.
+	ServedAt  time.Time
+	EndReason string
+	Billing   *Billing
 }
+
+// End reasons recorded on ended sessions (Get Session shows them). Avatar
+// failures add detail after a colon, e.g. "avatar_rejected: no face found".
+const (
+	ReasonEndedByCaller    = "ended_by_caller"
+	ReasonParticipantsLeft = "participants_left"
+	ReasonNoParticipants   = "no_participants"
+	ReasonExpired          = "expired"
+	ReasonRoomClosed       = "room_closed"
+	ReasonRoomUnreachable  = "room_unreachable" // the renderer could not join, or the room URL is not allowed
+	ReasonRendererFailed   = "renderer_failed"
+	ReasonWorkerDrained    = "worker_drained" // the worker was shut down and its drain deadline passed
+	ReasonWorkerLost       = "worker_lost"    // the worker stopped heartbeating (crashed); ended by the reaper
+	ReasonNoCapacity       = "no_capacity"    // no renderer claimed the job before its deadline
+)
 
 // Room is the caller's WebRTC room. Stored, never returned.
 type Room struct {
@@ -175,12 +200,26 @@ func (s Session) DurationSeconds(now time.Time) int {
 }
 
 // BillableEnd is the instant billing stops: the end, but never past the
-// expiration (a reaper that ends a session late does not bill the delay).
+// expiration, nor past the last lease a renderer held (a reaper that ends a
+// session late, or after its worker died, does not bill the delay).
 func (s Session) BillableEnd(endedAt time.Time) time.Time {
 	if !s.Expiration.IsZero() && endedAt.After(s.Expiration) {
-		return s.Expiration
+		endedAt = s.Expiration
+	}
+	if !s.LeaseUntil.IsZero() && endedAt.After(s.LeaseUntil) {
+		endedAt = s.LeaseUntil
 	}
 	return endedAt
+}
+
+// BillableMinutes is what ending the session at endedAt costs: nothing if
+// the fleet never served it (no capacity, avatar rejected, room
+// unreachable), else its running time rounded up to whole minutes.
+func (s Session) BillableMinutes(endedAt time.Time) int {
+	if s.ServedAt.IsZero() {
+		return 0
+	}
+	return MinutesUsed(s.BillableEnd(endedAt).Sub(s.StartedAt))
 }
 
 // MinutesUsed rounds a running time up to whole minutes; any started session

@@ -124,3 +124,12 @@ func createSession(t testing.TB, key string) (id, token string) {
 	m := res.JSON(t)
 	return dig(m, "session", "session_id").(string), dig(m, "session", "session_token").(string)
 }
+
+// serve makes a started session count as served by a renderer (see
+// stacktest.Stack.Serve): only served sessions bill.
+func serve(t testing.TB, id string) {
+	t.Helper()
+	if err := stack.Serve(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -83,9 +83,15 @@ func TestSessionLifecycle(t *testing.T) {
 			t.Errorf("after start: got %v", s)
 		}
 		job := receiveJob(t, id)
-		if job.Room.Token != "join-token" || job.AspectRatio != "4:3" || job.SessionTokenSHA256 != domain.HashSecret(token) ||
-			job.Avatar.URL == "" || job.Expiration == nil || !job.Deadline.After(job.EnqueuedAt) {
+		// The job carries ids only; the renderer reads the room token and
+		// avatar from the table when it claims the session.
+		if job.Version != jobs.Version || job.UserID == "" || !job.Deadline.After(job.EnqueuedAt) {
 			t.Errorf("job: got %+v", job)
+		}
+		stored, err := stack.App.Store.GetSession(context.Background(), job.UserID, id)
+		if err != nil || stored.Room.Token != "join-token" || stored.AspectRatio != "4:3" || stored.TokenHash != domain.HashSecret(token) ||
+			stored.Avatar.URL == "" || !stored.JobDeadline.Equal(job.Deadline) {
+			t.Errorf("stored session: got %+v, %v (job %+v)", stored, err, job)
 		}
 
 		t.Run("repeat PUT start is idempotent", func(t *testing.T) {
@@ -103,6 +109,7 @@ func TestSessionLifecycle(t *testing.T) {
 			assertStructuredError(t, res, http.StatusBadRequest, "Cannot delete a session that has been started")
 		})
 
+		serve(t, id)
 		stack.Clock.Advance(61 * time.Second)
 		t.Run("end sets ended_at and bills rounded-up minutes", func(t *testing.T) {
 			res := call(t, "POST", "/v1/sessions/"+id+"/end", key, nil)
@@ -172,6 +179,7 @@ func TestSessionLifecycle(t *testing.T) {
 		free := newAccount(t, "free")
 		id, _ := createSession(t, free.LiveKey)
 		call(t, "PUT", "/v1/sessions/"+id+"/start", free.LiveKey, nil)
+		serve(t, id)
 		stack.Clock.Advance(20 * time.Minute) // Free sessions expire after 5 minutes
 		s, err := stack.App.Sessions.Finish(context.Background(), free.User.ID, id, domain.EventAutoEnd, "expired")
 		if err != nil {

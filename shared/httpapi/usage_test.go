@@ -69,6 +69,7 @@ func TestMinutesIncludedThenPurchased(t *testing.T) {
 		if res := call(t, "PUT", "/v1/sessions/"+id+"/start", key, nil); res.Status != http.StatusOK {
 			t.Fatalf("start %d: %d %s", i, res.Status, res.Body)
 		}
+		serve(t, id)
 		stack.Clock.Advance(5 * time.Minute)
 		call(t, "POST", "/v1/sessions/"+id+"/end", key, nil)
 	}
@@ -82,6 +83,7 @@ func TestMinutesIncludedThenPurchased(t *testing.T) {
 	if res := call(t, "PUT", "/v1/sessions/"+id+"/start", key, nil); res.Status != http.StatusOK {
 		t.Fatalf("start with purchased minutes: %d %s", res.Status, res.Body)
 	}
+	serve(t, id)
 	stack.Clock.Advance(150 * time.Second)
 	s := dig(call(t, "POST", "/v1/sessions/"+id+"/end", key, nil).JSON(t), "session")
 	for k, want := range map[string]any{"minutes_consumed": float64(3), "minutes_source": "purchased_minutes", "billing_status": "charged", "minutes_billed": float64(3)} {

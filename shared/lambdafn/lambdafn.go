@@ -4,6 +4,7 @@ package lambdafn
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"avatarsvc/shared/app"
 	"avatarsvc/shared/httpapi"
+	"avatarsvc/shared/reaper"
 )
 
 // Handler builds the Lambda handler for route.
@@ -41,6 +43,31 @@ func Handler(ctx context.Context, route string, getenv func(string) string) (fun
 // then hand invocations to it.
 func Serve(route string) {
 	h, err := Handler(context.Background(), route, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		os.Exit(1)
+	}
+	lambda.Start(h)
+}
+
+// ReaperHandler builds the scheduled reaper's handler: each invocation (an
+// EventBridge schedule event, whose body is ignored) is one sweep.
+func ReaperHandler(ctx context.Context, getenv func(string) string) (func(context.Context, json.RawMessage) (reaper.Result, error), error) {
+	cfg, err := app.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", "reaper")
+	a, err := app.New(ctx, cfg, time.Now, log)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, _ json.RawMessage) (reaper.Result, error) { return a.Reaper.Sweep(ctx) }, nil
+}
+
+// ServeReaper is the reaper function's whole main.
+func ServeReaper() {
+	h, err := ReaperHandler(context.Background(), os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "init:", err)
 		os.Exit(1)

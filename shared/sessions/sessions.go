@@ -14,6 +14,7 @@ import (
 
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/retry"
 	"avatarsvc/shared/store"
 )
 
@@ -27,6 +28,7 @@ type Store interface {
 	StartSession(ctx context.Context, p store.StartParams) error
 	EndSession(ctx context.Context, p store.EndParams) error
 	MarkJobEnqueued(ctx context.Context, id string, at time.Time) error
+	RenewJobDeadline(ctx context.Context, id string, deadline time.Time) error
 }
 
 // JobQueue takes renderer jobs.
@@ -43,20 +45,34 @@ type MediaStore interface {
 
 // Service runs the session lifecycle.
 type Service struct {
-	store Store
-	queue JobQueue
-	media MediaStore
-	now   func() time.Time
-	log   *slog.Logger
+	store     Store
+	queue     JobQueue
+	media     MediaStore
+	now       func() time.Time
+	log       *slog.Logger
+	platforms map[string]bool
 }
 
 // New returns a Service. now is the clock (time.Now in production).
-func New(st Store, q JobQueue, m MediaStore, now func() time.Time, log *slog.Logger) *Service {
-	return &Service{store: st, queue: q, media: m, now: now, log: log}
+// platforms are the room platforms this deployment's renderers can join
+// (DefaultPlatforms when empty).
+func New(st Store, q JobQueue, m MediaStore, now func() time.Time, log *slog.Logger, platforms ...string) *Service {
+	if len(platforms) == 0 {
+		platforms = DefaultPlatforms
+	}
+	enabled := map[string]bool{}
+	for _, p := range platforms {
+		enabled[strings.ToLower(strings.TrimSpace(p))] = true
+	}
+	return &Service{store: st, queue: q, media: m, now: now, log: log, platforms: enabled}
 }
 
-// maxAttempts bounds re-reads after a concurrent change.
-const maxAttempts = 8
+// DefaultPlatforms: the renderer joins LiveKit rooms. Daily's SDK is not
+// available to it, so a daily session could never be served.
+var DefaultPlatforms = []string{domain.PlatformLiveKit}
+
+// errBusy answers a loop that kept losing to concurrent writers.
+var errBusy = domain.Errorf(domain.Unavailable, "The session is changing concurrently, please retry")
 
 // CreateInput is a Create Session request.
 type CreateInput struct {
@@ -96,7 +112,7 @@ func (s *Service) Create(ctx context.Context, userID, keyMode string, in CreateI
 		return Created{}, domain.Errorf(domain.Invalid, "Invalid aspect_ratio %q", in.AspectRatio).
 			WithSuggestion("Use one of 4:3, 3:4 or 1:1")
 	}
-	room, err := validateRoom(in.Room)
+	room, err := s.validateRoom(in.Room)
 	if err != nil {
 		return Created{}, err
 	}
@@ -125,7 +141,7 @@ func (s *Service) Create(ctx context.Context, userID, keyMode string, in CreateI
 	return Created{Session: sess, Token: token}, nil
 }
 
-func validateRoom(r *domain.Room) (domain.Room, error) {
+func (s *Service) validateRoom(r *domain.Room) (domain.Room, error) {
 	hint := "Pass room {platform: livekit|daily, url, token}, or call POST /v1/rooms/initiate to have the service create a room"
 	if r == nil {
 		return domain.Room{}, domain.Errorf(domain.Invalid, "room is required").WithSuggestion(hint)
@@ -134,6 +150,10 @@ func validateRoom(r *domain.Room) (domain.Room, error) {
 	room.Platform = strings.ToLower(room.Platform)
 	if room.Platform != domain.PlatformLiveKit && room.Platform != domain.PlatformDaily {
 		return domain.Room{}, domain.Errorf(domain.Invalid, "Invalid room platform %q", r.Platform).WithSuggestion(hint)
+	}
+	if !s.platforms[room.Platform] {
+		return domain.Room{}, domain.Errorf(domain.Invalid, "Room platform %q is not enabled on this deployment", room.Platform).
+			WithSuggestion("Use a livekit room, or call POST /v1/rooms/initiate to have the service create one")
 	}
 	u, err := url.Parse(room.URL)
 	if room.URL == "" || err != nil || u.Host == "" || len(room.URL) > maxRoomURLLength ||
@@ -173,62 +193,85 @@ type Started struct {
 // Start starts a created session: ev is EventStart (PUT: repeats answer the
 // stored ws_uri) or EventStartOnce (POST: a repeat is an error).
 func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event) (Started, error) {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
+	var out Started
+	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
 		sess, err := s.store.GetSession(ctx, userID, id)
 		if err != nil {
-			return Started{}, err
+			return false, err
 		}
 		_, outcome, err := domain.Next(sess.Status, ev)
 		if err != nil {
-			return Started{}, err
+			return false, err
 		}
 		if outcome == domain.Repeat {
-			if sess.WSURI == domain.TryAgain && sess.JobEnqueuedAt.IsZero() {
-				s.enqueue(ctx, sess) // an earlier send failed: nothing is lost, it is sent again
+			if sess.WSURI == domain.TryAgain && sess.JobEnqueuedAt.IsZero() && sess.WorkerID == "" {
+				s.Resend(ctx, sess) // an earlier send failed: nothing is lost, it is sent again
 			}
-			return Started{Session: sess, WSURI: sess.WSURI}, nil
+			out = Started{Session: sess, WSURI: sess.WSURI}
+			return false, nil
 		}
 
 		user, err := s.store.GetUser(ctx, userID)
 		if err != nil {
-			return Started{}, err
+			return false, err
 		}
 		now := s.now().UTC()
 		plan := user.EffectivePlan(now)
 		if user.ActiveSessions >= plan.MaxConcurrent {
-			return Started{}, domain.Errorf(domain.LimitExceeded, "Concurrent session limit reached").
+			return false, domain.Errorf(domain.LimitExceeded, "Concurrent session limit reached").
 				WithSuggestion(fmt.Sprintf("The %s plan allows %d concurrent sessions; end a running session or upgrade the plan", plan.Name, plan.MaxConcurrent))
 		}
 		left := user.MinutesRemaining(now)
 		if left <= 0 {
-			return Started{}, domain.Errorf(domain.LimitExceeded, "No minutes remaining").
+			return false, domain.Errorf(domain.LimitExceeded, "No minutes remaining").
 				WithSuggestion("Purchase more minutes or wait for the next billing period, which starts " +
 					user.CurrentPeriod(now).End.Format(time.RFC3339))
 		}
 		period := user.CurrentPeriod(now)
 		exp := domain.Expiration(now, plan, left)
+		deadline := now.Add(jobs.ClaimWindow)
 		err = s.store.StartSession(ctx, store.StartParams{
-			SessionID: id, UserID: userID, StartedAt: now, Expiration: exp,
+			SessionID: id, UserID: userID, StartedAt: now, Expiration: exp, JobDeadline: deadline,
 			MaxConcurrent: plan.MaxConcurrent, Period: period, IncludedMinutes: plan.IncludedMinutes,
 		})
 		if errors.Is(err, store.ErrSessionChanged) || errors.Is(err, store.ErrAccountLimit) {
-			continue // decide again from fresh reads: the limit checks above then name the reason
+			return true, nil // decide again from fresh reads: the limit checks above then name the reason
 		}
 		if err != nil {
-			return Started{}, err
+			return false, err
 		}
 		sess.Status, sess.StartedAt, sess.Expiration, sess.WSURI = domain.StatusStarted, now, exp, domain.TryAgain
-		s.enqueue(ctx, sess)
-		return Started{Session: sess, WSURI: sess.WSURI}, nil
+		sess.JobDeadline = deadline
+		s.send(ctx, sess)
+		out = Started{Session: sess, WSURI: sess.WSURI}
+		return false, nil
+	})
+	if exhausted {
+		return Started{}, errBusy
 	}
-	return Started{}, domain.Errorf(domain.Unavailable, "The session is changing concurrently, please retry")
+	return out, err
 }
 
-// enqueue sends the renderer job. A failure is logged and left for the next
-// start call (which sees job_enqueued_at unset) or the reaper.
-func (s *Service) enqueue(ctx context.Context, sess domain.Session) {
+// Resend sends the renderer job of a started, unclaimed session again with
+// a fresh claim deadline: PUT start does it when the first send failed, and
+// the reaper for sessions whose send failed and nobody repeated the start.
+func (s *Service) Resend(ctx context.Context, sess domain.Session) {
+	deadline := s.now().UTC().Add(jobs.ClaimWindow)
+	if err := s.store.RenewJobDeadline(ctx, sess.ID, deadline); err != nil {
+		if !errors.Is(err, store.ErrSessionChanged) {
+			s.log.ErrorContext(ctx, "renew job deadline", "session_id", sess.ID, "err", err)
+		}
+		return
+	}
+	sess.JobDeadline = deadline
+	s.send(ctx, sess)
+}
+
+// send puts the renderer job on the queue. A failure is logged and left for
+// the next start call (which sees job_enqueued_at unset) or the reaper.
+func (s *Service) send(ctx context.Context, sess domain.Session) {
 	now := s.now()
-	if err := s.queue.Enqueue(ctx, jobs.NewStartJob(sess, now)); err != nil {
+	if err := s.queue.Enqueue(ctx, jobs.NewStartJob(sess.ID, sess.UserID, sess.JobDeadline, now)); err != nil {
 		s.log.ErrorContext(ctx, "enqueue renderer job", "session_id", sess.ID, "err", err)
 		return
 	}
@@ -239,74 +282,91 @@ func (s *Service) enqueue(ctx context.Context, sess domain.Session) {
 
 // End ends a started session for its owner; ending an ended one repeats.
 func (s *Service) End(ctx context.Context, userID, id string) (domain.Session, error) {
-	return s.Finish(ctx, userID, id, domain.EventEnd, "ended_by_caller")
+	return s.Finish(ctx, userID, id, domain.EventEnd, domain.ReasonEndedByCaller)
 }
 
-// Finish moves a session to ended for ev (EventEnd or EventAutoEnd), bills
-// it and frees its concurrency slot in one transaction.
+// Finish is the one end path for a session, whoever ends it: the API (End),
+// the renderer worker (the room emptied, the session expired, the renderer
+// failed, the worker drained) and the reaper (lease lapsed, expiration
+// passed, never claimed). It moves the session to ended for ev (EventEnd or
+// EventAutoEnd), bills it and frees its concurrency slot in one
+// transaction, so every session is billed exactly once.
 func (s *Service) Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error) {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
+	var out domain.Session
+	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
 		sess, err := s.store.GetSession(ctx, userID, id)
 		if err != nil {
-			return domain.Session{}, err
+			return false, err
 		}
 		_, outcome, err := domain.Next(sess.Status, ev)
 		if err != nil {
-			return domain.Session{}, err
+			return false, err
 		}
 		if outcome == domain.Repeat {
-			return sess, nil
+			out = sess
+			return false, nil
 		}
 		user, err := s.store.GetUser(ctx, userID)
 		if err != nil {
-			return domain.Session{}, err
+			return false, err
 		}
 		now := s.now().UTC()
 		period := user.CurrentPeriod(now)
-		minutes := domain.MinutesUsed(sess.BillableEnd(now).Sub(sess.StartedAt))
-		includedLeft := user.EffectivePlan(now).IncludedMinutes - user.IncludedUsedIn(period)
+		minutes := sess.BillableMinutes(now)
+		includedTotal := user.EffectivePlan(now).IncludedMinutes
+		includedUsed := user.IncludedUsedIn(period)
+		includedLeft := includedTotal - includedUsed
 		fromIncluded, fromPurchased, bill := domain.Charge(minutes, includedLeft, user.PurchasedRemaining)
 		err = s.store.EndSession(ctx, store.EndParams{
 			SessionID: id, UserID: userID, EndedAt: now, Reason: reason, Billing: bill, Period: period,
 			FromIncluded: fromIncluded, FromPurchased: fromPurchased, SamePeriod: user.UsagePeriod == period.Key(),
+			IncludedHeadroom: fromPurchased == 0 && fromIncluded <= includedLeft,
+			IncludedTotal:    includedTotal, IncludedUsedWas: includedUsed, PurchasedWas: user.PurchasedRemaining,
 		})
 		if errors.Is(err, store.ErrSessionChanged) || errors.Is(err, store.ErrAccountLimit) {
-			continue
+			return true, nil
 		}
 		if err != nil {
-			return domain.Session{}, err
+			return false, err
 		}
 		sess.Status, sess.EndedAt, sess.EndReason, sess.Billing = domain.StatusEnded, now, reason, &bill
-		return sess, nil
+		out = sess
+		return false, nil
+	})
+	if exhausted {
+		return domain.Session{}, errBusy
 	}
-	return domain.Session{}, domain.Errorf(domain.Unavailable, "The session is changing concurrently, please retry")
+	return out, err
 }
 
 // Delete removes a session that was never started.
 func (s *Service) Delete(ctx context.Context, userID, id string) error {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
+	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
 		sess, err := s.store.GetSession(ctx, userID, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if _, _, err := domain.Next(sess.Status, domain.EventDelete); err != nil {
-			return err
+			return false, err
 		}
 		err = s.store.DeleteCreatedSession(ctx, userID, id)
 		if errors.Is(err, store.ErrSessionChanged) {
-			continue
+			return true, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if sess.Avatar.Key != "" {
 			if err := s.media.Delete(ctx, sess.Avatar.Key); err != nil {
 				s.log.WarnContext(ctx, "delete avatar object", "session_id", id, "err", err)
 			}
 		}
-		return nil
+		return false, nil
+	})
+	if exhausted {
+		return errBusy
 	}
-	return domain.Errorf(domain.Unavailable, "The session is changing concurrently, please retry")
+	return err
 }
 
 // Usage summarizes the caller's plan, minutes and running sessions.

@@ -11,28 +11,36 @@ import (
 )
 
 type sessionItem struct {
-	SessionID     string          `dynamo:"session_id,hash"`
-	UserID        string          `dynamo:"user_id"`
-	KeyMode       string          `dynamo:"key_mode"`
-	Status        string          `dynamo:"status"`
-	TokenHash     string          `dynamo:"token_hash"`
-	AspectRatio   string          `dynamo:"aspect_ratio"`
-	Metadata      map[string]any  `dynamo:"metadata,omitempty"`
-	RoomPlatform  string          `dynamo:"room_platform,omitempty"`
-	RoomURL       string          `dynamo:"room_url,omitempty"`
-	RoomToken     string          `dynamo:"room_token,omitempty"`
-	AvatarURL     string          `dynamo:"avatar_url,omitempty"`
-	AvatarBucket  string          `dynamo:"avatar_bucket,omitempty"`
-	AvatarKey     string          `dynamo:"avatar_key,omitempty"`
-	AvatarType    string          `dynamo:"avatar_type,omitempty"`
-	CreatedAt     string          `dynamo:"created_at"`
-	StartedAt     string          `dynamo:"started_at,omitempty"`
-	EndedAt       string          `dynamo:"ended_at,omitempty"`
-	Expiration    string          `dynamo:"expiration,omitempty"`
-	WSURI         string          `dynamo:"ws_uri,omitempty"`
-	JobEnqueuedAt string          `dynamo:"job_enqueued_at,omitempty"`
-	EndReason     string          `dynamo:"end_reason,omitempty"`
-	Billing       *domain.Billing `dynamo:"billing,omitempty"`
+	SessionID     string         `dynamo:"session_id,hash"`
+	UserID        string         `dynamo:"user_id"`
+	KeyMode       string         `dynamo:"key_mode"`
+	Status        string         `dynamo:"status"`
+	TokenHash     string         `dynamo:"token_hash"`
+	AspectRatio   string         `dynamo:"aspect_ratio"`
+	Metadata      map[string]any `dynamo:"metadata,omitempty"`
+	RoomPlatform  string         `dynamo:"room_platform,omitempty"`
+	RoomURL       string         `dynamo:"room_url,omitempty"`
+	RoomToken     string         `dynamo:"room_token,omitempty"`
+	AvatarURL     string         `dynamo:"avatar_url,omitempty"`
+	AvatarBucket  string         `dynamo:"avatar_bucket,omitempty"`
+	AvatarKey     string         `dynamo:"avatar_key,omitempty"`
+	AvatarType    string         `dynamo:"avatar_type,omitempty"`
+	CreatedAt     string         `dynamo:"created_at"`
+	StartedAt     string         `dynamo:"started_at,omitempty"`
+	EndedAt       string         `dynamo:"ended_at,omitempty"`
+	Expiration    string         `dynamo:"expiration,omitempty"`
+	WSURI         string         `dynamo:"ws_uri,omitempty"`
+	JobEnqueuedAt string         `dynamo:"job_enqueued_at,omitempty"`
+	JobDeadline   string         `dynamo:"job_deadline,omitempty"`
+	WorkerID      string         `dynamo:"worker_id,omitempty"`
+	LeaseUntil    string         `dynamo:"lease_until,omitempty"`
+	ServedAt      string         `dynamo:"served_at,omitempty"`
+	// Running is set only while the session is started: the sparse index
+	// runningIndex then holds exactly the started sessions, which the
+	// reaper reads without scanning the table.
+	Running   string          `dynamo:"running,omitempty"`
+	EndReason string          `dynamo:"end_reason,omitempty"`
+	Billing   *domain.Billing `dynamo:"billing,omitempty"`
 }
 
 func toSessionItem(s domain.Session) sessionItem {
@@ -43,7 +51,8 @@ func toSessionItem(s domain.Session) sessionItem {
 		AvatarURL: s.Avatar.URL, AvatarBucket: s.Avatar.Bucket, AvatarKey: s.Avatar.Key, AvatarType: s.Avatar.MediaType,
 		CreatedAt: formatTime(s.CreatedAt), StartedAt: formatTime(s.StartedAt), EndedAt: formatTime(s.EndedAt),
 		Expiration: formatTime(s.Expiration), WSURI: s.WSURI, JobEnqueuedAt: formatTime(s.JobEnqueuedAt),
-		EndReason: s.EndReason, Billing: s.Billing,
+		JobDeadline: formatTime(s.JobDeadline), WorkerID: s.WorkerID, LeaseUntil: formatTime(s.LeaseUntil),
+		ServedAt: formatTime(s.ServedAt), EndReason: s.EndReason, Billing: s.Billing,
 	}
 }
 
@@ -55,9 +64,16 @@ func (it sessionItem) domain() domain.Session {
 		Avatar:    domain.AvatarSource{URL: it.AvatarURL, Bucket: it.AvatarBucket, Key: it.AvatarKey, MediaType: it.AvatarType},
 		CreatedAt: parseTime(it.CreatedAt), StartedAt: parseTime(it.StartedAt), EndedAt: parseTime(it.EndedAt),
 		Expiration: parseTime(it.Expiration), WSURI: it.WSURI, JobEnqueuedAt: parseTime(it.JobEnqueuedAt),
-		EndReason: it.EndReason, Billing: it.Billing,
+		JobDeadline: parseTime(it.JobDeadline), WorkerID: it.WorkerID, LeaseUntil: parseTime(it.LeaseUntil),
+		ServedAt: parseTime(it.ServedAt), EndReason: it.EndReason, Billing: it.Billing,
 	}
 }
+
+// runningIndex is the sparse GSI over sessions.running (template.yaml).
+const (
+	runningIndex = "running"
+	runningValue = "started"
+)
 
 // Errors a transaction reports when a condition it relied on no longer holds;
 // the caller re-reads and decides again.
@@ -124,6 +140,7 @@ type StartParams struct {
 	SessionID, UserID string
 	StartedAt         time.Time
 	Expiration        time.Time
+	JobDeadline       time.Time
 	MaxConcurrent     int
 	Period            domain.Period
 	IncludedMinutes   int
@@ -137,6 +154,8 @@ func (s *Store) StartSession(ctx context.Context, p StartParams) error {
 		Set("status", string(domain.StatusStarted)).
 		Set("started_at", formatTime(p.StartedAt)).
 		Set("ws_uri", domain.TryAgain).
+		Set("job_deadline", formatTime(p.JobDeadline)).
+		Set("running", runningValue).
 		If("$ = ? AND $ = ?", "status", string(domain.StatusCreated), "user_id", p.UserID)
 	if !p.Expiration.IsZero() {
 		sess = sess.Set("expiration", formatTime(p.Expiration))
@@ -166,11 +185,23 @@ type EndParams struct {
 	// SamePeriod says whether the account's counters already belong to Period
 	// (add to them) or to an earlier one (restart them).
 	SamePeriod bool
+	// The account as the caller read it. The charge was split from these
+	// values, so the write holds only while they still justify the split:
+	// IncludedHeadroom means the charge fits the included minutes left, and
+	// only needs included_used to still be at most IncludedTotal-FromIncluded
+	// (ends that all fit do not conflict); otherwise the charge drew on
+	// purchased minutes or overran, and needs both counters unchanged.
+	IncludedHeadroom bool
+	IncludedTotal    int
+	IncludedUsedWas  int
+	PurchasedWas     int
 }
 
 // EndSession moves a started session to ended, records its billing, charges
 // the account and frees the concurrency slot, all in one transaction, so a
-// session is billed exactly once.
+// session is billed exactly once. The account condition makes two ends that
+// read the same balance unable to both spend it: the loser gets
+// ErrAccountLimit and re-reads.
 func (s *Store) EndSession(ctx context.Context, p EndParams) error {
 	b := p.Billing
 	sess := s.sessions.Update("session_id", p.SessionID).
@@ -178,17 +209,28 @@ func (s *Store) EndSession(ctx context.Context, p EndParams) error {
 		Set("ended_at", formatTime(p.EndedAt)).
 		Set("end_reason", p.Reason).
 		Set("billing", &b).
+		Remove("running").
 		If("$ = ? AND $ = ?", "status", string(domain.StatusStarted), "user_id", p.UserID)
 	acct := s.users.Update("user_id", p.UserID).
 		Add("active_sessions", -1).
 		Add("purchased_remaining", -p.FromPurchased)
+	key := p.Period.Key()
 	if p.SamePeriod {
-		acct = acct.Add("included_used", p.FromIncluded).
-			If("$ = ? AND $ >= ?", "usage_period", p.Period.Key(), "purchased_remaining", p.FromPurchased)
+		acct = acct.Add("included_used", p.FromIncluded).If("$ = ?", "usage_period", key)
+		switch {
+		case p.FromIncluded == 0 && p.FromPurchased == 0:
+			// Nothing charged: nothing read matters.
+		case p.IncludedHeadroom:
+			acct = acct.If("$ <= ?", "included_used", p.IncludedTotal-p.FromIncluded)
+		default:
+			acct = acct.If("$ = ? AND $ = ?", "included_used", p.IncludedUsedWas, "purchased_remaining", p.PurchasedWas)
+		}
 	} else {
-		acct = acct.Set("usage_period", p.Period.Key()).Set("included_used", p.FromIncluded).Set("avatars_used", 0).
-			If("(attribute_not_exists($) OR $ <> ?) AND $ >= ?", "usage_period", "usage_period", p.Period.Key(),
-				"purchased_remaining", p.FromPurchased)
+		acct = acct.Set("usage_period", key).Set("included_used", p.FromIncluded).Set("avatars_used", 0).
+			If("(attribute_not_exists($) OR $ <> ?)", "usage_period", "usage_period", key)
+		if p.FromPurchased > 0 {
+			acct = acct.If("$ = ?", "purchased_remaining", p.PurchasedWas)
+		}
 	}
 	return s.runPair(ctx, s.db.WriteTx().Update(sess).Update(acct), "end session")
 }
@@ -209,7 +251,7 @@ func (s *Store) runPair(ctx context.Context, tx *dynamo.WriteTx, what string) er
 }
 
 // MarkJobEnqueued records that the renderer job for a started session is on
-// the queue.
+// the queue (the job's claim deadline was written before it was sent).
 func (s *Store) MarkJobEnqueued(ctx context.Context, id string, at time.Time) error {
 	err := s.sessions.Update("session_id", id).Set("job_enqueued_at", formatTime(at)).
 		If("$ = ?", "status", string(domain.StatusStarted)).Run(ctx)
@@ -220,4 +262,86 @@ func (s *Store) MarkJobEnqueued(ctx context.Context, id string, at time.Time) er
 		return unavailable(err, "mark job enqueued")
 	}
 	return nil
+}
+
+// ErrNotClaimable means a claim's condition failed: the session ended, its
+// job is past its deadline, or a live worker already holds it.
+var ErrNotClaimable = errors.New("session not claimable")
+
+// RenewJobDeadline gives an unclaimed started session a new claim deadline,
+// before its job is sent again.
+func (s *Store) RenewJobDeadline(ctx context.Context, id string, deadline time.Time) error {
+	err := s.sessions.Update("session_id", id).Set("job_deadline", formatTime(deadline)).
+		If("$ = ? AND attribute_not_exists($)", "status", string(domain.StatusStarted), "worker_id").Run(ctx)
+	if dynamo.IsCondCheckFailed(err) {
+		return ErrSessionChanged
+	}
+	if err != nil {
+		return unavailable(err, "renew job deadline")
+	}
+	return nil
+}
+
+// ClaimSession is the worker's claim: one conditional write that makes
+// workerID the session's renderer until leaseUntil, only while the session
+// is still started, its job not past its deadline, and no live worker holds
+// it (a lapsed lease may be taken over). It returns the session as claimed,
+// with the room token and avatar location the job deliberately omits.
+func (s *Store) ClaimSession(ctx context.Context, id, workerID string, now, leaseUntil time.Time) (domain.Session, error) {
+	var it sessionItem
+	ts := formatTime(now)
+	err := s.sessions.Update("session_id", id).
+		Set("worker_id", workerID).
+		Set("lease_until", formatTime(leaseUntil)).
+		If("$ = ? AND $ > ? AND (attribute_not_exists($) OR $ < ?)",
+			"status", string(domain.StatusStarted), "job_deadline", ts, "worker_id", "lease_until", ts).
+		Value(ctx, &it)
+	if dynamo.IsCondCheckFailed(err) {
+		return domain.Session{}, ErrNotClaimable
+	}
+	if err != nil {
+		return domain.Session{}, unavailable(err, "claim session")
+	}
+	return it.domain(), nil
+}
+
+// ReportServing records the renderer's ws_uri once it joined the room; from
+// then on the session bills. It holds only while the session is still
+// started and claimed by workerID.
+func (s *Store) ReportServing(ctx context.Context, id, workerID, wsURI string, at time.Time) error {
+	return s.workerUpdate(ctx, s.sessions.Update("session_id", id).
+		Set("ws_uri", wsURI).Set("served_at", formatTime(at)), workerID, "report ws_uri")
+}
+
+// Heartbeat extends workerID's lease on a session. ErrSessionChanged means
+// the session is no longer this worker's to run (the caller ended it, or the
+// reaper took it): the renderer must stop.
+func (s *Store) Heartbeat(ctx context.Context, id, workerID string, leaseUntil time.Time) error {
+	return s.workerUpdate(ctx, s.sessions.Update("session_id", id).
+		Set("lease_until", formatTime(leaseUntil)), workerID, "heartbeat")
+}
+
+func (s *Store) workerUpdate(ctx context.Context, u *dynamo.Update, workerID, what string) error {
+	err := u.If("$ = ? AND $ = ?", "status", string(domain.StatusStarted), "worker_id", workerID).Run(ctx)
+	if dynamo.IsCondCheckFailed(err) {
+		return ErrSessionChanged
+	}
+	if err != nil {
+		return unavailable(err, what)
+	}
+	return nil
+}
+
+// RunningSessions returns every started session, from the sparse index of
+// started sessions (never a table scan). The reaper reads it each sweep.
+func (s *Store) RunningSessions(ctx context.Context) ([]domain.Session, error) {
+	var items []sessionItem
+	if err := s.sessions.Get("running", runningValue).Index(runningIndex).All(ctx, &items); err != nil {
+		return nil, unavailable(err, "list running sessions")
+	}
+	out := make([]domain.Session, len(items))
+	for i, it := range items {
+		out[i] = it.domain()
+	}
+	return out, nil
 }
