@@ -1,36 +1,29 @@
 package rendersession_test
 
 import (
-	"avatarsvc/gpu-fleet/testfiles"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"image"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
-	"github.com/pion/rtp/codecs"
-	"github.com/pion/webrtc/v4"
-	"github.com/pion/webrtc/v4/pkg/media/samplebuilder"
 
 	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatar"
-	"avatarsvc/gpu-fleet/encode/opus"
-	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
+	"avatarsvc/gpu-fleet/roomtest"
+	"avatarsvc/gpu-fleet/testfiles"
 	"avatarsvc/scripts/localstack"
 )
 
@@ -91,142 +84,13 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(io.Discard, nil))
 }
 
-// viewedFrame is one decoded video frame as a viewer saw it.
-type viewedFrame struct {
-	at    time.Time
-	mouth float64 // mean |Y - still image| over the mouth rectangle
-}
-
-// viewer is a real participant that subscribes to the avatar, depacketizes
-// and decodes its VP8 and Opus, and measures the mouth in every frame.
-type viewer struct {
-	t     *testing.T
-	room  *lksdk.Room
-	rest  *render.Frame
-	mouth image.Rectangle
-
-	mu          sync.Mutex
-	frames      []viewedFrame
-	audioPkts   int
-	loudPkts    int
-	decodeFails int
-	width       int
-	height      int
-}
-
-func joinViewer(t *testing.T, lk *localstack.LiveKit, roomName string, av *avatar.Prepared) *viewer {
+func joinViewer(t *testing.T, lk *localstack.LiveKit, roomName string, av *avatar.Prepared) *roomtest.Viewer {
 	t.Helper()
-	rest := render.NewFrame(av.Image.Rect.Dx(), av.Image.Rect.Dy())
-	render.RGBAToI420(av.Image, rest)
-	v := &viewer{t: t, rest: rest, mouth: av.Mouth}
-	cb := lksdk.NewRoomCallback()
-	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
-		if rp.Identity() != room.AgentIdentity {
-			return
-		}
-		switch track.Kind() {
-		case webrtc.RTPCodecTypeVideo:
-			go v.readVideo(track)
-		case webrtc.RTPCodecTypeAudio:
-			go v.readAudio(track)
-		}
-	}
 	token, err := room.Token(lk.APIKey, lk.APISecret, roomName, "viewer", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lkr, err := lksdk.ConnectToRoomWithToken(lk.URL, token, cb)
-	if err != nil {
-		t.Fatalf("viewer join: %v", err)
-	}
-	v.room = lkr
-	return v
-}
-
-func (v *viewer) readVideo(track *webrtc.TrackRemote) {
-	sb := samplebuilder.New(128, &codecs.VP8Packet{}, 90000)
-	dec, err := vp8.NewDecoder()
-	if err != nil {
-		panic(err)
-	}
-	defer dec.Close()
-	for {
-		pkt, _, err := track.ReadRTP()
-		if err != nil {
-			return
-		}
-		sb.Push(pkt)
-		for s := sb.Pop(); s != nil; s = sb.Pop() {
-			frame, err := dec.Decode(s.Data)
-			now := time.Now()
-			v.mu.Lock()
-			if err != nil || frame == nil {
-				v.decodeFails++ // frames before the first keyframe
-			} else {
-				v.width, v.height = frame.Width, frame.Height
-				v.frames = append(v.frames, viewedFrame{at: now, mouth: v.mouthDiff(frame)})
-			}
-			v.mu.Unlock()
-		}
-	}
-}
-
-func (v *viewer) mouthDiff(f *render.Frame) float64 {
-	if f.Width != v.rest.Width || f.Height != v.rest.Height {
-		return -1
-	}
-	sum, n := 0, 0
-	for y := v.mouth.Min.Y; y < v.mouth.Max.Y; y++ {
-		for x := v.mouth.Min.X; x < v.mouth.Max.X; x++ {
-			d := int(f.Y[y*f.Width+x]) - int(v.rest.Y[y*f.Width+x])
-			sum += max(d, -d)
-			n++
-		}
-	}
-	return float64(sum) / float64(n)
-}
-
-func (v *viewer) readAudio(track *webrtc.TrackRemote) {
-	dec, err := opus.NewDecoder(48000, 1)
-	if err != nil {
-		panic(err)
-	}
-	defer dec.Close()
-	for {
-		pkt, _, err := track.ReadRTP()
-		if err != nil {
-			return
-		}
-		pcm, err := dec.Decode(pkt.Payload)
-		peak := 0
-		for _, s := range pcm {
-			peak = max(peak, int(s), -int(s))
-		}
-		v.mu.Lock()
-		v.audioPkts++
-		if err == nil && peak > 2000 {
-			v.loudPkts++
-		}
-		v.mu.Unlock()
-	}
-}
-
-func (v *viewer) framesBetween(from, to time.Time) []viewedFrame {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	var out []viewedFrame
-	for _, f := range v.frames {
-		if !f.at.Before(from) && f.at.Before(to) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func (v *viewer) counts() (frames, audioPkts, loudPkts int) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.frames), v.audioPkts, v.loudPkts
+	return roomtest.JoinViewer(t, lk.URL, token, av)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -237,89 +101,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// wsClient is the ws_uri client: it collects server messages with the time
-// they arrived.
-type wsClient struct {
-	t    *testing.T
-	ws   *websocket.Conn
-	msgs chan wsMsg
-}
-
-type wsMsg struct {
-	at   time.Time
-	body map[string]any
-}
-
-func (m wsMsg) typ() string { s, _ := m.body["type"].(string); return s }
-
-func dialWS(t *testing.T, url, sessionID, token string) *wsClient {
-	t.Helper()
-	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.Close() })
-	c := &wsClient{t: t, ws: ws, msgs: make(chan wsMsg, 4096)}
-	go func() {
-		defer close(c.msgs)
-		for {
-			_, data, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			m := wsMsg{at: time.Now()}
-			if json.Unmarshal(data, &m.body) != nil {
-				panic("invalid JSON from server: " + string(data))
-			}
-			c.msgs <- m
-		}
-	}()
-	c.send(map[string]any{"type": "session.init", "session_id": sessionID, "session_token": token})
-	c.await(audiows.TypeConnectionEstablished)
-	return c
-}
-
-func (c *wsClient) send(v any) {
-	c.t.Helper()
-	if err := c.ws.WriteJSON(v); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *wsClient) sendPCM(pcm []int16) {
-	c.t.Helper()
-	b := make([]byte, 2*len(pcm))
-	for i, s := range pcm {
-		b[2*i], b[2*i+1] = byte(s), byte(uint16(s)>>8)
-	}
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-// await skips confirmations until a message of type typ arrives; an error
-// message fails the test.
-func (c *wsClient) await(typ string) wsMsg {
-	c.t.Helper()
-	timeout := time.After(liveness)
-	for {
-		select {
-		case m, ok := <-c.msgs:
-			if !ok {
-				c.t.Fatalf("websocket closed while waiting for %s", typ)
-			}
-			if m.typ() == typ {
-				return m
-			}
-			if m.typ() == audiows.TypeError {
-				c.t.Fatalf("server error while waiting for %s: %v", typ, m.body)
-			}
-		case <-timeout:
-			c.t.Fatalf("no %s from server", typ)
-		}
 	}
 }
 
@@ -385,71 +166,71 @@ func TestSessionInRealRoom(t *testing.T) {
 	s := st.start(t, sessionID, roomName, av, room.Config{GracePeriod: time.Second})
 
 	v := joinViewer(t, st.lk, roomName, av)
-	waitFor(t, "first decoded frames", func() bool { n, _, _ := v.counts(); return n >= 10 })
+	waitFor(t, "first decoded frames", func() bool { n, _, _ := v.Counts(); return n >= 10 })
 
 	t.Run("idle frames keep coming at about 25 fps with the mouth at rest", func(t *testing.T) {
 		from := time.Now()
 		time.Sleep(2 * time.Second)
-		frames := v.framesBetween(from, time.Now())
+		frames := v.FramesBetween(from, time.Now())
 		// 50 expected; generous bounds, this is liveness, not speed.
 		if len(frames) < 25 || len(frames) > 80 {
 			t.Fatalf("frames in 2 s idle: got %d, want about 50", len(frames))
 		}
 		worst := 0.0
 		for i, f := range frames {
-			if f.mouth < 0 || f.mouth > restMax {
-				t.Fatalf("idle frame %d mouth difference: got %.1f, want <= %.1f", i, f.mouth, restMax)
+			if f.Mouth < 0 || f.Mouth > restMax {
+				t.Fatalf("idle frame %d mouth difference: got %.1f, want <= %.1f", i, f.Mouth, restMax)
 			}
-			worst = max(worst, f.mouth)
+			worst = max(worst, f.Mouth)
 		}
 		t.Logf("idle: %d frames in 2 s, mouth difference at most %.1f", len(frames), worst)
-		if v.width != 512 || v.height != 512 {
-			t.Fatalf("decoded size: got %dx%d, want 512x512", v.width, v.height)
+		if w, h := v.Size(); w != 512 || h != 512 {
+			t.Fatalf("decoded size: got %dx%d, want 512x512", w, h)
 		}
 	})
 
-	ws := dialWS(t, st.wsURL+sessionID, sessionID, "tok-"+sessionID)
+	ws := roomtest.DialWS(t, st.wsURL+sessionID, sessionID, "tok-"+sessionID)
 
 	t.Run("speech moves the mouth and finishes after the last frame", func(t *testing.T) {
 		clip := speech[:3*16000]
-		_, _, loudBefore := v.counts()
+		_, _, loudBefore := v.Counts()
 		for i := 0; i < len(clip); i += 3200 {
-			ws.sendPCM(clip[i:min(i+3200, len(clip))])
+			ws.SendPCM(clip[i:min(i+3200, len(clip))])
 		}
-		ws.send(map[string]any{"type": "agent.speak_end"})
-		started := ws.await(audiows.TypeSpeakStarted)
-		ended := ws.await(audiows.TypeSpeakEnded)
-		if got := ended.body["played_samples"]; got != float64(len(clip)) {
+		ws.Send(map[string]any{"type": "agent.speak_end"})
+		started := ws.Await(audiows.TypeSpeakStarted)
+		ended := ws.Await(audiows.TypeSpeakEnded)
+		if got := ended.Body["played_samples"]; got != float64(len(clip)) {
 			t.Fatalf("played_samples: got %v, want %d", got, len(clip))
 		}
-		if ended.body["interrupted"] != false {
-			t.Fatalf("interrupted: got %v, want false", ended.body["interrupted"])
+		if ended.Body["interrupted"] != false {
+			t.Fatalf("interrupted: got %v, want false", ended.Body["interrupted"])
 		}
 		// 3 s of audio is 75 frames: ended follows started by 74 frame
 		// slots, less at most the backlog a late first frame can catch up.
 		// Much earlier would mean "finished" was sent when the audio was
 		// buffered rather than played.
-		if played, least := ended.at.Sub(started.at), 74*rendersession.FrameDuration-rendersession.DefaultMaxBacklog; played < least {
+		if played, least := ended.At.Sub(started.At), 74*rendersession.FrameDuration-rendersession.DefaultMaxBacklog; played < least {
 			t.Fatalf("speak_started to speak_ended: got %v, want >= %v (the audio's length)", played, least)
 		}
 		moving := 0
-		for _, f := range v.framesBetween(started.at, ended.at) {
-			if f.mouth >= movingMin {
+		for _, f := range v.FramesBetween(started.At, ended.At) {
+			if f.Mouth >= movingMin {
 				moving++
 			}
 		}
-		during := v.framesBetween(started.at, ended.at)
+		during := v.FramesBetween(started.At, ended.At)
 		if moving < 15 {
 			t.Fatalf("frames with the mouth open during 3 s of speech: got %d of %d, want >= 15", moving, len(during))
 		}
-		t.Logf("speech: %d of %d frames with the mouth open, started->ended %v", moving, len(during), ended.at.Sub(started.at))
+		t.Logf("speech: %d of %d frames with the mouth open, started->ended %v", moving, len(during), ended.At.Sub(started.At))
 		time.Sleep(time.Second)
-		for i, f := range v.framesBetween(ended.at.Add(500*time.Millisecond), time.Now()) {
-			if f.mouth > restMax {
-				t.Fatalf("frame %d after speech ended: mouth difference %.1f, want <= %.1f", i, f.mouth, restMax)
+		for i, f := range v.FramesBetween(ended.At.Add(500*time.Millisecond), time.Now()) {
+			if f.Mouth > restMax {
+				t.Fatalf("frame %d after speech ended: mouth difference %.1f, want <= %.1f", i, f.Mouth, restMax)
 			}
 		}
-		_, _, loudAfter := v.counts()
+		_, _, loudAfter := v.Counts()
 		if loudAfter-loudBefore < 50 {
 			t.Fatalf("loud Opus packets received during speech: got %d, want >= 50 of 150", loudAfter-loudBefore)
 		}
@@ -457,48 +238,48 @@ func TestSessionInRealRoom(t *testing.T) {
 
 	t.Run("interrupt puts the mouth at rest at once", func(t *testing.T) {
 		clip := speech[3*16000 : 6*16000]
-		ws.sendPCM(clip)
-		started := ws.await(audiows.TypeSpeakStarted)
+		ws.SendPCM(clip)
+		started := ws.Await(audiows.TypeSpeakStarted)
 		waitFor(t, "the mouth to open", func() bool {
-			for _, f := range v.framesBetween(started.at, time.Now()) {
-				if f.mouth >= movingMin {
+			for _, f := range v.FramesBetween(started.At, time.Now()) {
+				if f.Mouth >= movingMin {
 					return true
 				}
 			}
 			return false
 		})
-		ws.send(map[string]any{"type": "agent.interrupt"})
-		ws.await(audiows.TypeInterruptConfirmed)
-		ended := ws.await(audiows.TypeSpeakEnded)
-		if ended.body["interrupted"] != true {
-			t.Fatalf("speak_ended after interrupt: got %v, want interrupted", ended.body)
+		ws.Send(map[string]any{"type": "agent.interrupt"})
+		ws.Await(audiows.TypeInterruptConfirmed)
+		ended := ws.Await(audiows.TypeSpeakEnded)
+		if ended.Body["interrupted"] != true {
+			t.Fatalf("speak_ended after interrupt: got %v, want interrupted", ended.Body)
 		}
 		// speak_ended(interrupted) is emitted once the first frame at rest
 		// was written; allow that frame's delivery and decode, then every
 		// frame must be at rest.
 		time.Sleep(time.Second)
-		frames := v.framesBetween(ended.at.Add(2*rendersession.FrameDuration), time.Now())
+		frames := v.FramesBetween(ended.At.Add(2*rendersession.FrameDuration), time.Now())
 		if len(frames) < 10 {
 			t.Fatalf("frames after interrupt: got %d, want about 20", len(frames))
 		}
 		worst := 0.0
 		for i, f := range frames {
-			if f.mouth > restMax {
-				t.Fatalf("frame %d after interrupt: mouth difference %.1f, want <= %.1f", i, f.mouth, restMax)
+			if f.Mouth > restMax {
+				t.Fatalf("frame %d after interrupt: mouth difference %.1f, want <= %.1f", i, f.Mouth, restMax)
 			}
-			worst = max(worst, f.mouth)
+			worst = max(worst, f.Mouth)
 		}
-		first := v.framesBetween(ended.at, ended.at.Add(2*rendersession.FrameDuration))
+		first := v.FramesBetween(ended.At, ended.At.Add(2*rendersession.FrameDuration))
 		t.Logf("interrupt: %d frames after, mouth difference at most %.1f; frames right at the event: %v", len(frames), worst, first)
 	})
 
 	t.Run("session ends by itself when the viewer leaves", func(t *testing.T) {
-		v.room.Disconnect()
+		v.Room.Disconnect()
 		if got := waitEnd(t, s); got != room.ParticipantsLeft {
 			t.Fatalf("end reason: got %v, want %v", got, room.ParticipantsLeft)
 		}
-		ended := ws.await(audiows.TypeSessionEnded)
-		if got := ended.body["reason"]; got != "participants_left" {
+		ended := ws.Await(audiows.TypeSessionEnded)
+		if got := ended.Body["reason"]; got != "participants_left" {
 			t.Fatalf("session.ended reason: got %v, want participants_left", got)
 		}
 		stats := s.Stats()

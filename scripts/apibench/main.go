@@ -15,11 +15,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/ratelimit"
 	"avatarsvc/shared/sessions"
-	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/store"
 )
 

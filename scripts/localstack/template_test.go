@@ -41,7 +41,7 @@ func writeTemplate(t *testing.T, body string) string {
 type wantTable struct {
 	logicalID string
 	hash      string
-	byUser    bool   // GSI by-user: HASH user_id, RANGE created_at
+	byUser    bool // GSI by-user: HASH user_id, RANGE created_at
 	extraGSIs []string
 	ttl       string // time-to-live attribute, "" for none
 }

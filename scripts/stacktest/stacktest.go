@@ -20,15 +20,20 @@ import (
 	"avatarsvc/shared/domain"
 )
 
-// Clock is a settable clock shared by the app under test.
+// Clock is a settable clock shared by the app under test, or the real
+// clock for stacks that run beside real renderer workers.
 type Clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu   sync.Mutex
+	t    time.Time
+	real bool
 }
 
 // Now returns the clock's time. Each reading moves it on by a microsecond,
 // so records made one after another keep their order.
 func (c *Clock) Now() time.Time {
+	if c.real {
+		return time.Now()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(time.Microsecond)
@@ -60,7 +65,13 @@ type Stack struct {
 
 // Start brings up DynamoDB Local, the SQS server and S3, creates the
 // template's resources and serves every route on a loopback httptest server.
-func Start(ctx context.Context) (*Stack, error) {
+func Start(ctx context.Context) (*Stack, error) { return start(ctx, false) }
+
+// StartRealTime is Start with the real clock, for tests where renderer
+// workers (which run on the real clock) claim, bill and end sessions.
+func StartRealTime(ctx context.Context) (*Stack, error) { return start(ctx, true) }
+
+func start(ctx context.Context, realClock bool) (*Stack, error) {
 	// The clock starts a little ahead of now (DynamoDB Local really deletes
 	// items whose ttl has passed, such as old rate-limit windows), and never
 	// within a few days of a month's end, so free-plan periods (calendar
@@ -69,7 +80,7 @@ func Start(ctx context.Context) (*Stack, error) {
 	if start.Day() >= 26 {
 		start = time.Date(start.Year(), start.Month()+1, 1, 1, 0, 0, 0, time.UTC)
 	}
-	s := &Stack{Clock: &Clock{t: start}}
+	s := &Stack{Clock: &Clock{t: start, real: realClock}}
 	ok := false
 	defer func() {
 		if !ok {

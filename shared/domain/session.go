@@ -60,7 +60,8 @@ const (
 	ReasonNoParticipants   = "no_participants"
 	ReasonExpired          = "expired"
 	ReasonRoomClosed       = "room_closed"
-	ReasonRoomUnreachable  = "room_unreachable" // the renderer could not join, or the room URL is not allowed
+	ReasonRoomLost         = "room_connection_lost" // the connection to the room was lost for good
+	ReasonRoomUnreachable  = "room_unreachable"     // the renderer could not join, or the room URL is not allowed
 	ReasonRendererFailed   = "renderer_failed"
 	ReasonWorkerDrained    = "worker_drained" // the worker was shut down and its drain deadline passed
 	ReasonWorkerLost       = "worker_lost"    // the worker stopped heartbeating (crashed); ended by the reaper

@@ -16,6 +16,8 @@ func TestUsage(t *testing.T) {
 	b, _ := createSession(t, acct.LiveKey)
 	call(t, "PUT", "/v1/sessions/"+a+"/start", acct.LiveKey, nil)
 	call(t, "PUT", "/v1/sessions/"+b+"/start", acct.LiveKey, nil)
+	serve(t, a)
+	serve(t, b)
 	stack.Clock.Advance(90 * time.Second)
 	call(t, "POST", "/v1/sessions/"+b+"/end", acct.LiveKey, nil) // billed 2 minutes
 

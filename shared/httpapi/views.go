@@ -31,6 +31,9 @@ type sessionView struct {
 	Duration    int             `json:"duration"`
 	Metadata    map[string]any  `json:"metadata"`
 	Billing     *domain.Billing `json:"billing,omitempty"`
+	// EndReason says why an ended session ended (ended_by_caller,
+	// participants_left, expired, avatar_rejected: no face found, ...).
+	EndReason string `json:"end_reason,omitempty"`
 }
 
 func viewSession(s domain.Session, now time.Time) sessionView {
@@ -43,7 +46,7 @@ func viewSession(s domain.Session, now time.Time) sessionView {
 		v.Metadata = map[string]any{}
 	}
 	if s.Status == domain.StatusEnded {
-		v.Billing = s.Billing
+		v.Billing, v.EndReason = s.Billing, s.EndReason
 	}
 	return v
 }

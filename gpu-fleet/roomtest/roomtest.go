@@ -1,0 +1,265 @@
+// Package roomtest holds test helpers shared by the renderer's integration
+// tests: a real LiveKit participant that subscribes to the avatar, decodes
+// its VP8 and Opus and measures the mouth in every frame, and a ws_uri
+// client. Only tests import it.
+package roomtest
+
+import (
+	"encoding/json"
+	"image"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+	"github.com/pion/rtp/codecs"
+	"github.com/pion/webrtc/v4"
+	"github.com/pion/webrtc/v4/pkg/media/samplebuilder"
+
+	"avatarsvc/gpu-fleet/audiows"
+	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/gpu-fleet/encode/opus"
+	"avatarsvc/gpu-fleet/encode/vp8"
+	"avatarsvc/gpu-fleet/render"
+	"avatarsvc/gpu-fleet/room"
+)
+
+// Liveness bounds how long a helper waits for something that must happen;
+// it never asserts speed.
+const Liveness = 20 * time.Second
+
+// Frame is one decoded video frame as a viewer saw it.
+type Frame struct {
+	At    time.Time
+	Mouth float64 // mean |Y - still image| over the mouth rectangle
+}
+
+// viewer is a real participant that subscribes to the avatar, depacketizes
+// and decodes its VP8 and Opus, and measures the mouth in every frame.
+type Viewer struct {
+	t     testing.TB
+	Room  *lksdk.Room
+	rest  *render.Frame
+	mouth image.Rectangle
+
+	mu          sync.Mutex
+	frames      []Frame
+	audioPkts   int
+	loudPkts    int
+	decodeFails int
+	width       int
+	height      int
+}
+
+// JoinViewer joins the room at url with token as a viewer of the avatar av.
+func JoinViewer(t testing.TB, url, token string, av *avatar.Prepared) *Viewer {
+	t.Helper()
+	rest := render.NewFrame(av.Image.Rect.Dx(), av.Image.Rect.Dy())
+	render.RGBAToI420(av.Image, rest)
+	v := &Viewer{t: t, rest: rest, mouth: av.Mouth}
+	cb := lksdk.NewRoomCallback()
+	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
+		if rp.Identity() != room.AgentIdentity {
+			return
+		}
+		switch track.Kind() {
+		case webrtc.RTPCodecTypeVideo:
+			go v.readVideo(track)
+		case webrtc.RTPCodecTypeAudio:
+			go v.readAudio(track)
+		}
+	}
+	lkr, err := lksdk.ConnectToRoomWithToken(url, token, cb)
+	if err != nil {
+		t.Fatalf("viewer join: %v", err)
+	}
+	v.Room = lkr
+	return v
+}
+
+func (v *Viewer) readVideo(track *webrtc.TrackRemote) {
+	sb := samplebuilder.New(128, &codecs.VP8Packet{}, 90000)
+	dec, err := vp8.NewDecoder()
+	if err != nil {
+		panic(err)
+	}
+	defer dec.Close()
+	for {
+		pkt, _, err := track.ReadRTP()
+		if err != nil {
+			return
+		}
+		sb.Push(pkt)
+		for s := sb.Pop(); s != nil; s = sb.Pop() {
+			frame, err := dec.Decode(s.Data)
+			now := time.Now()
+			v.mu.Lock()
+			if err != nil || frame == nil {
+				v.decodeFails++ // frames before the first keyframe
+			} else {
+				v.width, v.height = frame.Width, frame.Height
+				v.frames = append(v.frames, Frame{At: now, Mouth: v.mouthDiff(frame)})
+			}
+			v.mu.Unlock()
+		}
+	}
+}
+
+func (v *Viewer) mouthDiff(f *render.Frame) float64 {
+	if f.Width != v.rest.Width || f.Height != v.rest.Height {
+		return -1
+	}
+	sum, n := 0, 0
+	for y := v.mouth.Min.Y; y < v.mouth.Max.Y; y++ {
+		for x := v.mouth.Min.X; x < v.mouth.Max.X; x++ {
+			d := int(f.Y[y*f.Width+x]) - int(v.rest.Y[y*f.Width+x])
+			sum += max(d, -d)
+			n++
+		}
+	}
+	return float64(sum) / float64(n)
+}
+
+func (v *Viewer) readAudio(track *webrtc.TrackRemote) {
+	dec, err := opus.NewDecoder(48000, 1)
+	if err != nil {
+		panic(err)
+	}
+	defer dec.Close()
+	for {
+		pkt, _, err := track.ReadRTP()
+		if err != nil {
+			return
+		}
+		pcm, err := dec.Decode(pkt.Payload)
+		peak := 0
+		for _, s := range pcm {
+			peak = max(peak, int(s), -int(s))
+		}
+		v.mu.Lock()
+		v.audioPkts++
+		if err == nil && peak > 2000 {
+			v.loudPkts++
+		}
+		v.mu.Unlock()
+	}
+}
+
+func (v *Viewer) FramesBetween(from, to time.Time) []Frame {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []Frame
+	for _, f := range v.frames {
+		if !f.At.Before(from) && f.At.Before(to) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (v *Viewer) Counts() (frames, audioPkts, loudPkts int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.frames), v.audioPkts, v.loudPkts
+}
+
+// wsClient is the ws_uri client: it collects server messages with the time
+// they arrived.
+type WSClient struct {
+	t    testing.TB
+	ws   *websocket.Conn
+	msgs chan Msg
+}
+
+type Msg struct {
+	At   time.Time
+	Body map[string]any
+}
+
+func (m Msg) Type() string { s, _ := m.Body["type"].(string); return s }
+
+func DialWS(t testing.TB, url, sessionID, token string) *WSClient {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	c := &WSClient{t: t, ws: ws, msgs: make(chan Msg, 4096)}
+	go func() {
+		defer close(c.msgs)
+		for {
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			m := Msg{At: time.Now()}
+			if json.Unmarshal(data, &m.Body) != nil {
+				panic("invalid JSON from server: " + string(data))
+			}
+			c.msgs <- m
+		}
+	}()
+	c.Send(map[string]any{"type": "session.init", "session_id": sessionID, "session_token": token})
+	c.Await(audiows.TypeConnectionEstablished)
+	return c
+}
+
+func (c *WSClient) Send(v any) {
+	c.t.Helper()
+	if err := c.ws.WriteJSON(v); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *WSClient) SendPCM(pcm []int16) {
+	c.t.Helper()
+	b := make([]byte, 2*len(pcm))
+	for i, s := range pcm {
+		b[2*i], b[2*i+1] = byte(s), byte(uint16(s)>>8)
+	}
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// await skips confirmations until a message of type typ arrives; an error
+// message fails the test.
+func (c *WSClient) Await(typ string) Msg {
+	c.t.Helper()
+	timeout := time.After(Liveness)
+	for {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				c.t.Fatalf("websocket closed while waiting for %s", typ)
+			}
+			if m.Type() == typ {
+				return m
+			}
+			if m.Type() == audiows.TypeError {
+				c.t.Fatalf("server error while waiting for %s: %v", typ, m.Body)
+			}
+		case <-timeout:
+			c.t.Fatalf("no %s from server", typ)
+		}
+	}
+}
+
+// Size is the decoded video's size (0x0 before the first frame).
+func (v *Viewer) Size() (width, height int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.width, v.height
+}
+
+// FirstFrameAt is when the first frame was decoded (zero before).
+func (v *Viewer) FirstFrameAt() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.frames) == 0 {
+		return time.Time{}
+	}
+	return v.frames[0].At
+}
