@@ -42,9 +42,30 @@ log "reading configuration under ${SSM_PREFIX}"
 umask 077
 aws ssm get-parameters-by-path --path "$SSM_PREFIX" --recursive --with-decryption --output json |
   jq -r '.Parameters[] | "\(.Name | split("/") | last)=\(.Value)"' > /etc/avatarsvc/renderer.env
+# The worker's drain deadline and autoscaling hook (renderer-fleet.yaml sets
+# ASG_NAME and ASG_LIFECYCLE_HOOK in the launch template's user data).
+echo "DRAIN_TIMEOUT=$((DRAIN_SECONDS - 60))s" >> /etc/avatarsvc/renderer.env
+[ -n "${ASG_NAME:-}" ] && echo "ASG_NAME=${ASG_NAME}" >> /etc/avatarsvc/renderer.env
+[ -n "${ASG_LIFECYCLE_HOOK:-}" ] && echo "ASG_LIFECYCLE_HOOK=${ASG_LIFECYCLE_HOOK}" >> /etc/avatarsvc/renderer.env
 echo "AWS_REGION=$(TOKEN=$(curl -sX PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 60') && curl -s -H "X-aws-ec2-metadata-token: $TOKEN" http://169.254.169.254/latest/meta-data/placement/region)" >> /etc/avatarsvc/renderer.env
 
-# 4. The service. TimeoutStopSec matches the drain window; SIGTERM starts the
+# 4. Egress guard for WebRTC. The worker refuses room URLs that resolve to
+# private, loopback, link-local or metadata addresses (netguard), but the
+# LiveKit Go SDK gives no hook to filter the ICE candidates a room server
+# sends. So the host drops the worker's UDP/TCP media traffic to those
+# ranges here: a hostile "LiveKit server" cannot aim the renderer's
+# connectivity checks at internal services. The worker runs as its own
+# system user (below). Only UDP is dropped: the worker's own TCP calls reach
+# AWS through VPC interface endpoints on private addresses, and IMDS
+# (169.254.169.254, TCP) serves its credentials and lifecycle state.
+useradd --system --no-create-home --shell /usr/sbin/nologin avatarsvc 2>/dev/null || true
+if command -v iptables >/dev/null 2>&1; then
+  for net in 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 100.64.0.0/10 169.254.0.0/16 127.0.0.0/8; do
+    iptables -A OUTPUT -m owner --uid-owner avatarsvc -p udp -d "$net" -j REJECT
+  done
+fi
+
+# 5. The service. TimeoutStopSec matches the drain window; SIGTERM starts the
 # drain, SIGKILL follows only if it overruns.
 cat > /etc/systemd/system/avatarsvc-renderer.service <<UNIT
 [Unit]
@@ -60,7 +81,9 @@ RestartSec=2
 KillSignal=SIGTERM
 TimeoutStopSec=${DRAIN_SECONDS}
 LimitNOFILE=65536
-DynamicUser=yes
+User=avatarsvc
+# ws_uri is served on 443 (wss://, TLS_CERT_FILE/TLS_KEY_FILE from SSM).
+AmbientCapabilities=CAP_NET_BIND_SERVICE
 
 [Install]
 WantedBy=multi-user.target

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"avatarsvc/gpu-fleet/worker"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/shared/app"
 	"avatarsvc/shared/domain"
@@ -37,6 +38,7 @@ func main() {
 // Fixed loopback ports, so URLs stay the same from one run to the next.
 const (
 	apiAddr      = "127.0.0.1:8080"
+	wsAddr       = "127.0.0.1:8765" // the renderer worker's ws_uri listener
 	dynamoPort   = 8000
 	sqsPort      = 9324
 	s3Port       = 9000
@@ -82,7 +84,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	for _, p := range []int{8080, dynamoPort, sqsPort, s3Port, livekitPort} {
+	for _, p := range []int{8080, 8765, dynamoPort, sqsPort, s3Port, livekitPort} {
 		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
 			return fmt.Errorf("port %d is busy (another `make run`?): %w", p, err)
 		} else {
@@ -164,6 +166,35 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	srv := &http.Server{Addr: apiAddr, Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.ListenAndServe() }()
+
+	// One renderer worker beside the API, as on a GPU host: it polls the
+	// session-start queue, joins rooms on this livekit-server and serves
+	// ws_uri on wsAddr. Room and avatar addresses on loopback are refused
+	// in production; here the local livekit-server is opted in explicitly.
+	say("starting a renderer worker (ws_uri on %s; log %s)", wsAddr, filepath.Join(logDir, "worker.log"))
+	workerLog, err := os.OpenFile(filepath.Join(logDir, "worker.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer workerLog.Close()
+	wenv := map[string]string{"WS_LISTEN": wsAddr, "ROOM_ALLOW_PREFIXES": "127.0.0.1/32", "WORKER_ID": "local-worker", "QUEUE_WAIT": "20s", "DRAIN_TIMEOUT": "5s"}
+	for k, v := range env {
+		wenv[k] = v
+	}
+	ws, err := worker.SettingsFromEnv(func(k string) string { return wenv[k] })
+	if err != nil {
+		return err
+	}
+	wp, err := worker.Start(ctx, ws, slog.New(slog.NewJSONHandler(workerLog, nil)), workerLog)
+	if err != nil {
+		return err
+	}
+	workerCtx, stopWorker := context.WithCancel(context.Background())
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- wp.Run(workerCtx) }()
+	// The reaper, every 10 s here (a one-minute EventBridge schedule in AWS).
+	go a.Reaper.Loop(ctx, 10*time.Second)
+
 	printUsage(out, dev, logDir)
 
 	select {
@@ -173,9 +204,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("API server: %w", err)
 		}
 	}
+	say("draining the renderer worker")
+	stopWorker()
+	werr := <-workerDone
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	return errors.Join(werr, srv.Shutdown(shutdownCtx))
 }
 
 // seed makes sure the demo account and its two keys exist, reusing the keys
