@@ -190,6 +190,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	workerCtx, stopWorker := context.WithCancel(context.Background())
+	defer stopWorker()
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- wp.Run(workerCtx) }()
 	// The reaper, every 10 s here (a one-minute EventBridge schedule in AWS).

@@ -1,0 +1,456 @@
+// Package worker is the renderer fleet's worker: one long-running process
+// per GPU host that takes session-start jobs from SQS and runs many avatar
+// sessions at once, in the manner of livekit/egress:
+//
+//   - admit a job only while a slot is free (Config.Slots);
+//   - claim the session in DynamoDB with one conditional write (still
+//     started, not held by a live worker, job not past its deadline), and
+//     only then delete the message: duplicates, stale and ended jobs are
+//     deleted without joining anything;
+//   - launch the renderer (avatar fetch and face check, room join), report
+//     the session's ws_uri, then heartbeat its lease; a failed heartbeat
+//     means the session was ended elsewhere (the API's End), and the
+//     renderer leaves the room at once;
+//   - end sessions the room ends (everyone left, expired, room closed,
+//     renderer failure) through the one end path, sessions.Service.Finish;
+//   - on SIGTERM stop polling at once, let running sessions finish until the
+//     drain deadline, then end them as worker_drained, and complete the
+//     autoscaling lifecycle hook.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"avatarsvc/shared/domain"
+	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/store"
+)
+
+// Queue is the session-start queue (*jobs.Consumer).
+type Queue interface {
+	Receive(ctx context.Context, n int) ([]jobs.Message, error)
+	Delete(ctx context.Context, receiptHandle string) error
+	Release(ctx context.Context, receiptHandle string, delay time.Duration) error
+}
+
+// Claims is the sessions table as a worker writes it (*store.Store).
+type Claims interface {
+	ClaimSession(ctx context.Context, id, workerID string, now, leaseUntil time.Time) (domain.Session, error)
+	ReportServing(ctx context.Context, id, workerID, wsURI string, at time.Time) error
+	Heartbeat(ctx context.Context, id, workerID string, leaseUntil time.Time) error
+}
+
+// Ender is the one end path for sessions (*sessions.Service).
+type Ender interface {
+	Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error)
+}
+
+// Launcher starts the renderer for a claimed session: it loads the avatar,
+// joins the room and starts publishing. A failure should carry the end
+// reason to record (see EndReasonError).
+type Launcher interface {
+	Launch(ctx context.Context, sess domain.Session) (Stream, error)
+}
+
+// Stream is one running renderer.
+type Stream interface {
+	// Done is closed once the stream has stopped and released everything.
+	Done() <-chan struct{}
+	// Stop asks it to leave the room; it does not wait.
+	Stop()
+	// EndReason says, once Done, why it ended (a domain.Reason* value).
+	EndReason() string
+}
+
+// LifecycleHook completes the autoscaling termination hook once the worker
+// is empty (*ASGHook); nil outside an autoscaling group.
+type LifecycleHook interface {
+	Complete(ctx context.Context) error
+}
+
+// EndReasonError is a launch failure with the end reason it records.
+type EndReasonError struct {
+	Reason string
+	Err    error
+}
+
+func (e *EndReasonError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *EndReasonError) Unwrap() error { return e.Err }
+
+// Config tunes a worker. Zero durations take the defaults.
+type Config struct {
+	// ID names this worker in the sessions it claims; unique per process.
+	ID string
+	// Slots is how many sessions run at once.
+	Slots int
+	// AdvertiseURL is the base clients reach the ws_uri listener at:
+	// ws://127.0.0.1:8765 locally, wss://<host> behind TLS in production.
+	AdvertiseURL string
+	// LeaseTTL: a claim lapses this long after the last heartbeat (15 s).
+	LeaseTTL time.Duration
+	// HeartbeatEvery: how often each session's lease is renewed (1 s). A
+	// session ended through the API is noticed at the next heartbeat, so
+	// this bounds how long a renderer can outlive its End call.
+	HeartbeatEvery time.Duration
+	// DrainTimeout: how long running sessions may go on after SIGTERM (15 min).
+	DrainTimeout time.Duration
+	// LaunchTimeout bounds avatar fetch plus room join (30 s).
+	LaunchTimeout time.Duration
+	// PollBackoff: the pause after a failed receive (1 s).
+	PollBackoff time.Duration
+	// MetricsEvery: how often free slots are published (10 s; <0: never).
+	MetricsEvery time.Duration
+	Metrics      *Metrics
+	Lifecycle    LifecycleHook
+	Now          func() time.Time
+	Log          *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Slots <= 0 {
+		c.Slots = 1
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.LeaseTTL, 15*time.Second)
+	def(&c.HeartbeatEvery, time.Second)
+	def(&c.DrainTimeout, 15*time.Minute)
+	def(&c.LaunchTimeout, 30*time.Second)
+	def(&c.PollBackoff, time.Second)
+	def(&c.MetricsEvery, 10*time.Second)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return c
+}
+
+// Worker runs sessions from the queue.
+type Worker struct {
+	cfg      Config
+	queue    Queue
+	claims   Claims
+	ender    Ender
+	launcher Launcher
+	log      *slog.Logger
+
+	slots     chan struct{} // one token per session admitted or running
+	wg        sync.WaitGroup
+	drainStop chan struct{} // closed when the drain deadline passes
+
+	mu      sync.Mutex
+	running map[string]bool
+}
+
+// New returns a Worker.
+func New(cfg Config, q Queue, c Claims, e Ender, l Launcher) *Worker {
+	cfg = cfg.withDefaults()
+	return &Worker{
+		cfg: cfg, queue: q, claims: c, ender: e, launcher: l,
+		log:       cfg.Log.With("worker_id", cfg.ID),
+		slots:     make(chan struct{}, cfg.Slots),
+		drainStop: make(chan struct{}),
+		running:   map[string]bool{},
+	}
+}
+
+// Running returns how many sessions the worker holds now.
+func (w *Worker) Running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
+// FreeSlots returns how many more sessions it would admit now.
+func (w *Worker) FreeSlots() int { return w.cfg.Slots - w.Running() }
+
+// Run polls until ctx is done (SIGTERM), then drains: running sessions go
+// on until they end or DrainTimeout passes, when they are ended as
+// worker_drained. It returns once the worker is empty and the lifecycle
+// hook, if any, is completed.
+func (w *Worker) Run(ctx context.Context) error {
+	w.log.Info("worker started", "slots", w.cfg.Slots, "advertise_url", w.cfg.AdvertiseURL)
+	metricsDone := make(chan struct{})
+	metricsCtx, stopMetrics := context.WithCancel(context.Background())
+	go func() { defer close(metricsDone); w.publishMetrics(metricsCtx) }()
+
+	for ctx.Err() == nil {
+		n := w.reserve(ctx)
+		if n == 0 {
+			break
+		}
+		msgs, err := w.queue.Receive(ctx, n)
+		if err != nil {
+			w.unreserve(n)
+			if ctx.Err() != nil {
+				break
+			}
+			w.log.Error("receive jobs", "err", err)
+			sleep(ctx, w.cfg.PollBackoff)
+			continue
+		}
+		for _, m := range msgs {
+			if !w.admit(ctx, m) {
+				w.unreserve(1)
+			}
+		}
+		w.unreserve(n - len(msgs))
+	}
+	w.drain()
+	stopMetrics()
+	<-metricsDone
+	if w.cfg.Lifecycle != nil {
+		hookCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := w.cfg.Lifecycle.Complete(hookCtx); err != nil {
+			return fmt.Errorf("complete lifecycle hook: %w", err)
+		}
+		w.log.Info("lifecycle hook completed")
+	}
+	return nil
+}
+
+// reserve takes as many free slots as there are (at most 10, SQS's batch
+// limit), waiting for one if none is free. 0 means ctx is done.
+func (w *Worker) reserve(ctx context.Context) int {
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < 10 {
+		select {
+		case w.slots <- struct{}{}:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	return n
+}
+
+func (w *Worker) unreserve(n int) {
+	for range n {
+		<-w.slots
+	}
+}
+
+// admit handles one message with a reserved slot; it reports whether the
+// slot is now taken by a session.
+func (w *Worker) admit(ctx context.Context, m jobs.Message) bool {
+	bg := context.WithoutCancel(ctx)
+	job, err := jobs.Parse(m.Body)
+	if err != nil {
+		// Not ours to fix: make it visible again now so the queue's redrive
+		// policy moves it to the DLQ after maxReceiveCount receipts.
+		w.log.Error("unparseable job, leaving it for the DLQ", "err", err, "receive_count", m.ReceiveCount)
+		w.release(bg, m, 0)
+		return false
+	}
+	log := w.log.With("session_id", job.SessionID)
+	if ctx.Err() != nil {
+		// SIGTERM arrived with the batch: hand the job to another worker.
+		w.release(bg, m, 0)
+		return false
+	}
+	now := w.cfg.Now()
+	if now.After(job.Deadline) {
+		log.Info("stale job dropped", "deadline", job.Deadline)
+		w.delete(bg, m, log)
+		return false
+	}
+	w.mu.Lock()
+	dup := w.running[job.SessionID]
+	w.mu.Unlock()
+	if dup {
+		log.Info("duplicate job for a session this worker runs")
+		w.delete(bg, m, log)
+		return false
+	}
+	sess, err := w.claims.ClaimSession(bg, job.SessionID, w.cfg.ID, now, now.Add(w.cfg.LeaseTTL))
+	if errors.Is(err, store.ErrNotClaimable) {
+		log.Info("job not claimable (ended, stale, or another worker's), deleted")
+		w.delete(bg, m, log)
+		return false
+	}
+	if err != nil {
+		log.Error("claim session", "err", err)
+		w.release(bg, m, w.cfg.PollBackoff)
+		return false
+	}
+	w.delete(bg, m, log)
+	w.mu.Lock()
+	w.running[sess.ID] = true
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go w.serve(sess)
+	return true
+}
+
+func (w *Worker) delete(ctx context.Context, m jobs.Message, log *slog.Logger) {
+	// A failed delete only means the message comes back later, and its
+	// claim then fails: harmless.
+	if err := w.queue.Delete(ctx, m.ReceiptHandle); err != nil {
+		log.Warn("delete job message", "err", err)
+	}
+}
+
+func (w *Worker) release(ctx context.Context, m jobs.Message, delay time.Duration) {
+	if err := w.queue.Release(ctx, m.ReceiptHandle, delay); err != nil {
+		w.log.Warn("release job message", "err", err)
+	}
+}
+
+// serve runs one claimed session to its end.
+func (w *Worker) serve(sess domain.Session) {
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, sess.ID)
+		w.mu.Unlock()
+		<-w.slots
+		w.wg.Done()
+	}()
+	log := w.log.With("session_id", sess.ID)
+	launchCtx, cancel := context.WithTimeout(context.Background(), w.cfg.LaunchTimeout)
+	stream, err := w.launcher.Launch(launchCtx, sess)
+	cancel()
+	if err != nil {
+		reason := domain.ReasonRendererFailed
+		var re *EndReasonError
+		if errors.As(err, &re) {
+			reason = re.Reason
+		}
+		log.Warn("launch failed", "end_reason", reason, "err", err)
+		w.finish(sess, reason, log)
+		return
+	}
+	wsURI := w.cfg.AdvertiseURL + "/ws/" + sess.ID
+	if err := w.report(sess, wsURI); err != nil {
+		stream.Stop()
+		<-stream.Done()
+		if errors.Is(err, store.ErrSessionChanged) {
+			log.Info("session ended before the renderer reported; left the room")
+			return
+		}
+		log.Error("report ws_uri", "err", err)
+		w.finish(sess, domain.ReasonRendererFailed, log)
+		return
+	}
+	log.Info("serving", "ws_uri", wsURI)
+	if reason := w.supervise(sess, stream, log); reason != "" {
+		w.finish(sess, reason, log)
+	}
+}
+
+// report writes ws_uri, retrying transient failures for a while: the
+// session cannot bill, nor can the caller use it, until this succeeds.
+func (w *Worker) report(sess domain.Session, wsURI string) error {
+	deadline := time.Now().Add(w.cfg.LeaseTTL / 2)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := w.claims.ReportServing(ctx, sess.ID, w.cfg.ID, wsURI, w.cfg.Now())
+		cancel()
+		if err == nil || errors.Is(err, store.ErrSessionChanged) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// supervise heartbeats the lease until the stream ends. It returns the end
+// reason to record, or "" when the session was ended elsewhere (by the API
+// or the reaper) and only the renderer had to stop.
+func (w *Worker) supervise(sess domain.Session, stream Stream, log *slog.Logger) string {
+	tick := time.NewTicker(w.cfg.HeartbeatEvery)
+	defer tick.Stop()
+	lastRenewed := w.cfg.Now()
+	stop := func() {
+		stream.Stop()
+		<-stream.Done()
+	}
+	for {
+		select {
+		case <-stream.Done():
+			return stream.EndReason()
+		case <-w.drainStop:
+			stop()
+			return domain.ReasonWorkerDrained
+		case <-tick.C:
+			now := w.cfg.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HeartbeatEvery)
+			err := w.claims.Heartbeat(ctx, sess.ID, w.cfg.ID, now.Add(w.cfg.LeaseTTL))
+			cancel()
+			switch {
+			case err == nil:
+				lastRenewed = now
+			case errors.Is(err, store.ErrSessionChanged):
+				stop()
+				log.Info("session ended elsewhere; renderer left the room")
+				return ""
+			case now.Sub(lastRenewed) > w.cfg.LeaseTTL-2*w.cfg.HeartbeatEvery:
+				// The lease is about to lapse: stop rather than run unbilled.
+				stop()
+				log.Error("lease could not be renewed; stopping", "err", err)
+				return domain.ReasonRendererFailed
+			default:
+				log.Warn("heartbeat failed, retrying", "err", err)
+			}
+		}
+	}
+}
+
+// finish ends the session through the one end path. If it fails, the lease
+// lapses and the reaper ends it.
+func (w *Worker) finish(sess domain.Session, reason string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ended, err := w.ender.Finish(ctx, sess.UserID, sess.ID, domain.EventAutoEnd, reason)
+	if err != nil {
+		log.Error("end session", "end_reason", reason, "err", err)
+		return
+	}
+	minutes := 0
+	if ended.Billing != nil {
+		minutes = ended.Billing.MinutesConsumed
+	}
+	log.Info("session ended", "end_reason", ended.EndReason, "minutes", minutes)
+}
+
+// drain waits for running sessions up to DrainTimeout, then stops them.
+func (w *Worker) drain() {
+	n := w.Running()
+	w.log.Info("draining: no new jobs", "running", n, "drain_timeout", w.cfg.DrainTimeout)
+	empty := make(chan struct{})
+	go func() { w.wg.Wait(); close(empty) }()
+	t := time.NewTimer(w.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-empty:
+	case <-t.C:
+		w.log.Info("drain deadline passed, ending remaining sessions", "running", w.Running())
+		close(w.drainStop)
+		<-empty
+	}
+	w.log.Info("worker empty")
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
