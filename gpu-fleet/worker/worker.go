@@ -189,7 +189,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if n == 0 {
 			break
 		}
-		msgs, err := w.queue.Receive(ctx, n)
+		msgs, err := w.receive(ctx, n)
 		if err != nil {
 			w.unreserve(n)
 			if ctx.Err() != nil {
@@ -218,6 +218,40 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Info("lifecycle hook completed")
 	}
 	return nil
+}
+
+// receive long-polls for up to n jobs. SIGTERM (ctx) stops the wait at
+// once, but not the request: SQS may already have handed messages to a poll
+// that is cancelled, and they would stay invisible for the visibility
+// timeout. So the poll finishes in the background (at most QUEUE_WAIT) and
+// whatever it got is made visible again for other workers.
+func (w *Worker) receive(ctx context.Context, n int) ([]jobs.Message, error) {
+	type result struct {
+		msgs []jobs.Message
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		msgs, err := w.queue.Receive(context.WithoutCancel(ctx), n)
+		got <- result{msgs, err}
+	}()
+	select {
+	case r := <-got:
+		return r.msgs, r.err
+	case <-ctx.Done():
+	}
+	w.wg.Add(1) // the drain waits for the hand-back
+	go func() {
+		defer w.wg.Done()
+		r := <-got
+		for _, m := range r.msgs {
+			w.release(context.Background(), m, 0)
+		}
+		if len(r.msgs) > 0 {
+			w.log.Info("handed back jobs received during shutdown", "jobs", len(r.msgs))
+		}
+	}()
+	return nil, ctx.Err()
 }
 
 // reserve takes as many free slots as there are (at most 10, SQS's batch
