@@ -23,14 +23,15 @@ test: setup lint
 	$(GO) test -count=1 -timeout 40m ./...
 
 lint:
-	@unformatted=$$(gofmt -l functions gpu-fleet shared scripts/admin scripts/devstack scripts/localstack scripts/apibench 2>/dev/null); \
+	@unformatted=$$(gofmt -l $$(find functions gpu-fleet shared scripts -name '*.go' -not -path '*/node_modules/*') 2>/dev/null); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) build -tags xray ./shared/app
 
-## bench: API latency vs raw DynamoDB, then the renderer benchmarks
+## bench: API latency vs raw DynamoDB, PUT start to ws_uri and to video, then the renderer benchmarks
 bench: setup
 	$(GO) run ./scripts/apibench
+	$(GO) run ./scripts/startbench -n 30
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./gpu-fleet/...
 	$(GO) run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
 

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"image"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -25,6 +24,15 @@ import (
 	"avatarsvc/gpu-fleet/room"
 )
 
+// T is what the helpers need of a *testing.T; benchmarks commands pass their
+// own (see scripts/startbench).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // Liveness bounds how long a helper waits for something that must happen;
 // it never asserts speed.
 const Liveness = 20 * time.Second
@@ -38,7 +46,7 @@ type Frame struct {
 // viewer is a real participant that subscribes to the avatar, depacketizes
 // and decodes its VP8 and Opus, and measures the mouth in every frame.
 type Viewer struct {
-	t     testing.TB
+	t     T
 	Room  *lksdk.Room
 	rest  *render.Frame
 	mouth image.Rectangle
@@ -53,7 +61,7 @@ type Viewer struct {
 }
 
 // JoinViewer joins the room at url with token as a viewer of the avatar av.
-func JoinViewer(t testing.TB, url, token string, av *avatar.Prepared) *Viewer {
+func JoinViewer(t T, url, token string, av *avatar.Prepared) *Viewer {
 	t.Helper()
 	rest := render.NewFrame(av.Image.Rect.Dx(), av.Image.Rect.Dy())
 	render.RGBAToI420(av.Image, rest)
@@ -167,7 +175,7 @@ func (v *Viewer) Counts() (frames, audioPkts, loudPkts int) {
 // wsClient is the ws_uri client: it collects server messages with the time
 // they arrived.
 type WSClient struct {
-	t    testing.TB
+	t    T
 	ws   *websocket.Conn
 	msgs chan Msg
 }
@@ -179,7 +187,7 @@ type Msg struct {
 
 func (m Msg) Type() string { s, _ := m.Body["type"].(string); return s }
 
-func DialWS(t testing.TB, url, sessionID, token string) *WSClient {
+func DialWS(t T, url, sessionID, token string) *WSClient {
 	t.Helper()
 	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
 	if err != nil {
