@@ -185,13 +185,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(metricsDone); w.publishMetrics(metricsCtx) }()
 
 	for ctx.Err() == nil {
-		n := w.reserve(ctx)
-		if n == 0 {
-			break
+		// One slot, one job per poll: a worker never holds jobs it cannot
+		// start yet, so a burst spreads over the fleet instead of queueing
+		// behind one host, and a long poll returns as soon as one job is there.
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
 		}
-		msgs, err := w.receive(ctx, n)
+		msgs, err := w.receive(ctx, 1)
 		if err != nil {
-			w.unreserve(n)
+			<-w.slots
 			if ctx.Err() != nil {
 				break
 			}
@@ -199,12 +203,19 @@ func (w *Worker) Run(ctx context.Context) error {
 			sleep(ctx, w.cfg.PollBackoff)
 			continue
 		}
+		admitted := false
 		for _, m := range msgs {
-			if !w.admit(ctx, m) {
-				w.unreserve(1)
+			if !admitted && w.admit(ctx, m) {
+				admitted = true
+				continue
+			}
+			if admitted { // not asked for; hand it back
+				w.release(context.WithoutCancel(ctx), m, 0)
 			}
 		}
-		w.unreserve(n - len(msgs))
+		if !admitted {
+			<-w.slots
+		}
 	}
 	w.drain()
 	stopMetrics()
@@ -252,33 +263,6 @@ func (w *Worker) receive(ctx context.Context, n int) ([]jobs.Message, error) {
 		}
 	}()
 	return nil, ctx.Err()
-}
-
-// reserve takes as many free slots as there are (at most 10, SQS's batch
-// limit), waiting for one if none is free. 0 means ctx is done.
-func (w *Worker) reserve(ctx context.Context) int {
-	select {
-	case w.slots <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	n := 1
-	for n < 10 {
-		select {
-		case w.slots <- struct{}{}:
-			n++
-			continue
-		default:
-		}
-		break
-	}
-	return n
-}
-
-func (w *Worker) unreserve(n int) {
-	for range n {
-		<-w.slots
-	}
 }
 
 // admit handles one message with a reserved slot; it reports whether the

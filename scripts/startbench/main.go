@@ -122,6 +122,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if i >= 0 {
 			toURI, toFrame = append(toURI, uri), append(toFrame, frame)
 		}
+		fmt.Fprintf(os.Stderr, "startbench: session %d/%d: ws_uri %v, first frame %v\n", i+1, *n, uri.Round(time.Millisecond), frame.Round(time.Millisecond))
 	}
 	fmt.Fprintf(out, "\nPUT start on the local stack, one warm renderer worker, %d sessions (load %s)\n\n", *n, loadAvg())
 	fmt.Fprintf(out, "| measure | p50 | p90 | p99 | target |\n|---|---|---|---|---|\n")
