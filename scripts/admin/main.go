@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
 
+	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/shared/accounts"
 	"avatarsvc/shared/app"
 	"avatarsvc/shared/domain"
@@ -35,6 +37,10 @@ commands:
   key-deactivate -key KEY_OR_HASH
   key-activate  -key KEY_OR_HASH
   key-delete    -key KEY_OR_HASH
+  room-token    -room NAME [-identity viewer] [-ttl 6h] [-quiet]
+                a LiveKit join token for the local livekit-server (or LIVEKIT_URL,
+                LIVEKIT_API_KEY, LIVEKIT_API_SECRET), and the viewer page URL;
+                -identity avatar-renderer mints the token a session's room needs
 
 -local reads the local stack's settings from .local/dev.json; otherwise the
 environment names the tables (USERS_TABLE, API_KEYS_TABLE, ...) as in AWS.
@@ -58,6 +64,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		fmt.Fprint(out, usage)
 		return errors.New("no command")
 	}
+	if global.Arg(0) == "room-token" {
+		return roomToken(*local, global.Args()[1:], getenv, out)
+	}
 	if *local {
 		env, err := localEnv()
 		if err != nil {
@@ -80,6 +89,57 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	}
 	return command(ctx, a.Accounts, global.Arg(0), global.Args()[1:], out)
 }
+
+// roomToken mints a LiveKit join token: for a person's browser (the viewer
+// page) or, with -identity avatar-renderer, the one a session's room needs.
+func roomToken(local bool, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("room-token", flag.ContinueOnError)
+	roomName := fs.String("room", "", "room name (required)")
+	identity := fs.String("identity", "viewer", "participant identity")
+	ttl := fs.Duration("ttl", 6*time.Hour, "how long the token is valid")
+	quiet := fs.Bool("quiet", false, "print the token only")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *roomName == "" {
+		return errors.New("room-token: -room is required")
+	}
+	lkURL, key, secret := getenv("LIVEKIT_URL"), getenv("LIVEKIT_API_KEY"), getenv("LIVEKIT_API_SECRET")
+	if local {
+		var dev struct {
+			URL    string `json:"livekit_url"`
+			Key    string `json:"livekit_api_key"`
+			Secret string `json:"livekit_api_secret"`
+		}
+		b, err := os.ReadFile(filepath.Join(".local", "dev.json"))
+		if err != nil {
+			return fmt.Errorf("read .local/dev.json (start the stack with `make run` first): %w", err)
+		}
+		if err := json.Unmarshal(b, &dev); err != nil {
+			return fmt.Errorf("parse .local/dev.json: %w", err)
+		}
+		lkURL, key, secret = dev.URL, dev.Key, dev.Secret
+	}
+	if key == "" || secret == "" {
+		return errors.New("room-token: no LiveKit key and secret (use -local, or set LIVEKIT_API_KEY and LIVEKIT_API_SECRET)")
+	}
+	tok, err := room.Token(key, secret, *roomName, *identity, *ttl)
+	if err != nil {
+		return err
+	}
+	if *quiet {
+		fmt.Fprintln(out, tok)
+		return nil
+	}
+	fmt.Fprintf(out, "token (room %s, identity %s, valid %v):\n%s\n", *roomName, *identity, *ttl, tok)
+	if *identity != room.AgentIdentity && local {
+		fmt.Fprintf(out, "\nwatch in a browser:\n%s/viewer/?%s\n", viewerBase, url.Values{"url": {lkURL}, "token": {tok}}.Encode())
+	}
+	return nil
+}
+
+// viewerBase is where `make run` serves the viewer page.
+const viewerBase = "http://127.0.0.1:8090"
 
 // localEnv reads the environment the local stack recorded.
 func localEnv() (map[string]string, error) {

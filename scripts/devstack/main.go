@@ -22,6 +22,7 @@ import (
 
 	"avatarsvc/gpu-fleet/worker"
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/scripts/viewer"
 	"avatarsvc/shared/app"
 	"avatarsvc/shared/domain"
 )
@@ -39,6 +40,7 @@ func main() {
 const (
 	apiAddr      = "127.0.0.1:8080"
 	wsAddr       = "127.0.0.1:8765" // the renderer worker's ws_uri listener
+	webAddr      = "127.0.0.1:8090" // the viewer page
 	dynamoPort   = 8000
 	sqsPort      = 9324
 	s3Port       = 9000
@@ -84,7 +86,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	for _, p := range []int{8080, 8765, dynamoPort, sqsPort, s3Port, livekitPort} {
+	for _, p := range []int{8080, 8765, 8090, dynamoPort, sqsPort, s3Port, livekitPort} {
 		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
 			return fmt.Errorf("port %d is busy (another `make run`?): %w", p, err)
 		} else {
@@ -196,6 +198,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// The reaper, every 10 s here (a one-minute EventBridge schedule in AWS).
 	go a.Reaper.Loop(ctx, 10*time.Second)
 
+	// The viewer page, bundled from infra/web/viewer.
+	webDir := filepath.Join(local, "web", "viewer")
+	say("building the viewer page into %s", webDir)
+	if err := viewer.Build(ctx, root, webDir); err != nil {
+		return err
+	}
+	web := &http.Server{Addr: webAddr, Handler: viewer.Handler(webDir), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := web.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			say("viewer page server: %v", err)
+		}
+	}()
+	defer web.Close()
+
 	printUsage(out, dev, logDir)
 
 	select {
@@ -258,25 +274,30 @@ func liveKitSecret(path string) (string, error) {
 
 func printUsage(out io.Writer, dev devFile, logDir string) {
 	fmt.Fprintf(out, `
-The avatar service is running (Ctrl-C stops everything).
+The avatar service is running (Ctrl-C drains the worker and stops everything).
 
   API          %[1]s   (also under /api/v1)
   live key     %[2]s
   test key     %[3]s
   LiveKit      %[4]s   key %[5]s / secret in .local/dev.json
+  worker       ws_uri on ws://%[7]s, reaper every 10 s
+  viewer page  http://%[8]s/viewer/
   settings     .local/dev.json     logs: %[6]s
 
-Try it:
+From zero to a talking avatar (in another terminal):
   export KEY=%[2]s
-  curl -s -X POST %[1]s/v1/sessions -H "x-api-key: $KEY" -H 'Content-Type: application/json' \
-    -d '{"avatar":"https://example.com/face.png","aspect_ratio":"1:1","room":{"platform":"livekit","url":"%[4]s","token":"<room token>"}}'
-  curl -s -X PUT  %[1]s/v1/sessions/<session_id>/start -H "x-api-key: $KEY"
-  curl -s         %[1]s/v1/sessions/<session_id> -H "x-api-key: $KEY"
+  RENDERER=$(go run ./scripts/admin -local room-token -room demo -identity avatar-renderer -quiet)
+  go run ./scripts/admin -local room-token -room demo      # open the viewer URL it prints
+  printf '{"avatar":"data:image/png;base64,%%s","room":{"platform":"livekit","url":"%[4]s","token":"%%s"}}' \
+    "$(base64 -w0 gpu-fleet/testfiles/images/face-astronaut.png)" "$RENDERER" > /tmp/session.json
+  curl -s -X POST %[1]s/v1/sessions -H "x-api-key: $KEY" -H 'Content-Type: application/json' -d @/tmp/session.json
+  curl -s -X PUT  %[1]s/v1/sessions/<session_id>/start -H "x-api-key: $KEY"     # -> ws_uri
+  go run ./gpu-fleet/cmd/speak -ws <ws_uri> -session-id <session_id> -session-token <session_token> \
+    -wav gpu-fleet/testfiles/audio/speech-16k.wav
   curl -s -X POST %[1]s/v1/sessions/<session_id>/end -H "x-api-key: $KEY"
   curl -s         %[1]s/v1/usage -H "x-api-key: $KEY"
 
 Accounts and keys:  go run ./scripts/admin -local user-list   (see -h for more)
-Renderer against this LiveKit:  see README "Try the renderer".
 
-`, dev.APIURL, dev.LiveKey, dev.TestKey, dev.LiveKitURL, dev.LiveKitKey, logDir)
+`, dev.APIURL, dev.LiveKey, dev.TestKey, dev.LiveKitURL, dev.LiveKitKey, logDir, wsAddr, webAddr)
 }
