@@ -18,6 +18,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/go-logr/logr"
+	protologger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatarsource"
@@ -149,6 +152,9 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 	if err != nil {
 		return nil, err
 	}
+	// The LiveKit SDK and pion log through the SDK's package logger; send it
+	// to the worker's JSON log instead of stderr.
+	lksdk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(log.Handler())))
 	audio := audiows.NewServer(log, audiows.Limits{})
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
