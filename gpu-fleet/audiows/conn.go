@@ -58,6 +58,25 @@ type conn struct {
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	pathID := r.PathValue("session_id")
+	// Refuse before upgrading when the process is full: an HTTP 503 costs
+	// nothing to keep, a WebSocket does.
+	if s.open.Add(1) > int64(s.limits.MaxConnections) {
+		s.open.Add(-1)
+		http.Error(w, "too many connections, retry later", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.open.Add(-1)
+	if s.unauthenticated.Add(1) > int64(s.limits.MaxUnauthenticated) {
+		s.unauthenticated.Add(-1)
+		http.Error(w, "too many connections awaiting session.init, retry later", http.StatusServiceUnavailable)
+		return
+	}
+	authenticating := true
+	defer func() {
+		if authenticating {
+			s.unauthenticated.Add(-1)
+		}
+	}()
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader already answered with an HTTP error
@@ -71,7 +90,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		readerDone: make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
-	ws.SetReadLimit(s.limits.HardMessageBytes)
+	// Until session.init proves the client holds a token, read only a few
+	// KB; gorilla closes with 1009 past that.
+	ws.SetReadLimit(s.limits.InitMessageBytes)
 	go c.writeLoop()
 	defer func() {
 		close(c.readerDone)
@@ -80,10 +101,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	ep := c.handshake(s, pathID)
+	authenticating = false
+	s.unauthenticated.Add(-1)
 	if ep == nil {
 		c.discardUntilClosed()
 		return
 	}
+	ws.SetReadLimit(s.limits.HardMessageBytes)
 	defer ep.detach(c)
 	c.log.Info("audio websocket connected")
 	c.readLoop(ep)

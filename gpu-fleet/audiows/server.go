@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -52,6 +53,16 @@ type Limits struct {
 	// SendQueue: outgoing messages a connection may have pending; a client
 	// that falls further behind is disconnected (default 256).
 	SendQueue int
+	// InitMessageBytes bounds the first message (session.init): before a
+	// client proves it holds a session token, the listener reads at most
+	// this much of it (default 4 KiB). Larger closes with 1009.
+	InitMessageBytes int64
+	// MaxConnections caps concurrent connections per process; beyond it the
+	// upgrade is refused with HTTP 503 (default 512).
+	MaxConnections int
+	// MaxUnauthenticated caps connections that have not yet sent a valid
+	// session.init (default 64), so idle sockets cannot crowd out clients.
+	MaxUnauthenticated int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -76,6 +87,15 @@ func (l Limits) withDefaults() Limits {
 	if l.SendQueue <= 0 {
 		l.SendQueue = 256
 	}
+	if l.InitMessageBytes <= 0 {
+		l.InitMessageBytes = 4 << 10
+	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = 512
+	}
+	if l.MaxUnauthenticated <= 0 {
+		l.MaxUnauthenticated = 64
+	}
 	return l
 }
 
@@ -89,6 +109,9 @@ type Server struct {
 	limits   Limits
 	upgrader websocket.Upgrader
 	mux      *http.ServeMux
+
+	// open and unauthenticated count connections against the limits.
+	open, unauthenticated atomic.Int64
 
 	mu       sync.Mutex
 	sessions map[string]*Endpoint

@@ -536,3 +536,59 @@ func TestSilentClientTimesOut(t *testing.T) {
 		t.Fatalf("read error: got normal closure, want the connection dropped for silence")
 	}
 }
+
+// TestFirstMessageIsBounded: before session.init the listener reads only a
+// few KB; a bigger first message closes the connection (1009) unread.
+func TestFirstMessageIsBounded(t *testing.T) {
+	f := newFixture(t, audiows.Limits{InitMessageBytes: 1024})
+	c := dial(t, f.url(sessionID))
+	c.send(message{"type": "session.init", "session_id": sessionID, "session_token": token, "padding": strings.Repeat("x", 8<<10)})
+	if got := c.closed(); got != websocket.CloseMessageTooBig {
+		t.Fatalf("close code: got %d, want %d (message too big)", got, websocket.CloseMessageTooBig)
+	}
+	// A normal init right after still works, and audio then gets the
+	// normal message size.
+	ok := dial(t, f.url(sessionID))
+	ok.init()
+	ok.send(speakMsg(16000, 16000)) // 1 s of audio: far over the init bound
+	if m := ok.expect(audiows.TypeSpeakConfirmed); m.num("audio_samples") != 16000 {
+		t.Fatalf("after init: got %v, want 16000 samples confirmed", m)
+	}
+}
+
+// TestConnectionCaps: connections past MaxConnections, or past
+// MaxUnauthenticated before session.init, are refused with HTTP 503 before
+// the upgrade.
+func TestConnectionCaps(t *testing.T) {
+	dialStatus := func(url string) (int, *websocket.Conn) {
+		ws, res, err := websocket.DefaultDialer.Dial(url, nil)
+		if err != nil {
+			if res == nil {
+				t.Fatalf("dial: %v", err)
+			}
+			return res.StatusCode, nil
+		}
+		t.Cleanup(func() { ws.Close() })
+		return 101, ws
+	}
+	t.Run("unauthenticated", func(t *testing.T) {
+		f := newFixture(t, audiows.Limits{MaxUnauthenticated: 1, InitTimeout: 5 * time.Second})
+		first := dial(t, f.url(sessionID)) // holds the one pre-init place
+		if got, _ := dialStatus(f.url(sessionID)); got != 503 {
+			t.Fatalf("second pre-init connection: got HTTP %d, want 503", got)
+		}
+		first.init()
+		if got, _ := dialStatus(f.url(sessionID)); got != 101 {
+			t.Fatalf("after the first one initialized: got HTTP %d, want 101", got)
+		}
+	})
+	t.Run("total", func(t *testing.T) {
+		f := newFixture(t, audiows.Limits{MaxConnections: 2, InitTimeout: 5 * time.Second})
+		a := dial(t, f.url(sessionID))
+		a.init()
+		dial(t, f.url(sessionID))
+		if got, _ := dialStatus(f.url(sessionID)); got != 503 {
+			t.Fatalf("third connection: got HTTP %d, want 503", got)
+		}
+	})
+}

@@ -155,7 +155,7 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 	// The LiveKit SDK and pion log through the SDK's package logger; send it
 	// to the worker's JSON log instead of stderr.
 	lksdk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(log.Handler())))
-	audio := audiows.NewServer(log, audiows.Limits{})
+	audio := audiows.NewServer(log, audiows.Limits{MaxConnections: s.MaxConnections})
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("ws_uri listener: %w", err)
