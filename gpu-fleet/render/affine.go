@@ -32,10 +32,14 @@ func (m headMotion) half() headMotion {
 }
 
 // warpRows resamples src into dst through m: bilinear, with weights in 1/256
-// that are constant along a row; samples outside repeat the edge.
-func warpRows(dst, src plane, m headMotion) {
+// that are constant along a row; samples outside repeat the edge. scratch
+// is a row buffer the caller keeps, so a frame allocates nothing.
+func warpRows(dst, src plane, m headMotion, scratch *[]byte) {
 	w := src.w
-	tmp := make([]byte, w+1)
+	if cap(*scratch) < w+1 {
+		*scratch = make([]byte, w+1)
+	}
+	tmp := (*scratch)[:w+1]
 	for y := 0; y < dst.h; y++ {
 		sy := m.srcY(float64(y))
 		sy = max(0, min(sy, float64(src.h-1)))

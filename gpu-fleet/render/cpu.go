@@ -28,6 +28,7 @@ type CPURenderer struct {
 	pose       mouthPose // smoothed, as drawn
 	level      levelTracker
 	mouthDirty bool
+	rowScratch []byte // warpRows' row buffer, kept across frames
 	eyesDirty  bool
 }
 
@@ -62,8 +63,9 @@ func (r *CPURenderer) Size() (width, height int) { return r.w, r.h }
 // ResetMouth snaps the mouth to rest for the next frame, skipping the
 // smoothed close, so an interrupt shows a closed mouth within one frame.
 func (r *CPURenderer) ResetMouth() {
+	// The analyzer keeps no state between frames (window, twiddles and
+	// scratch only), so only the smoothed pose needs resetting.
 	r.pose = mouthPose{}
-	r.analyzer = audio.NewAnalyzer()
 }
 
 // MouthOpenness returns how far the mouth was open in the last frame, from
@@ -85,10 +87,10 @@ func (r *CPURenderer) Render(pcm []int16, dst *Frame) error {
 
 	m := r.idle.pose(n, r.w, r.h, r.pivotY, float64(energy))
 	dp := planesOf(dst)
-	warpRows(dp[0], r.planes.work[0], m)
+	warpRows(dp[0], r.planes.work[0], m, &r.rowScratch)
 	mh := m.half()
-	warpRows(dp[1], r.planes.work[1], mh)
-	warpRows(dp[2], r.planes.work[2], mh)
+	warpRows(dp[1], r.planes.work[1], mh, &r.rowScratch)
+	warpRows(dp[2], r.planes.work[2], mh, &r.rowScratch)
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/playout"
 	"avatarsvc/gpu-fleet/render"
 )
@@ -16,10 +15,13 @@ import (
 const (
 	// FrameDuration paces video at 25 fps.
 	FrameDuration = playout.FrameDuration
-	// OutputRate is the Opus rate; WebRTC Opus is always 48 kHz.
-	OutputRate = 48000
-	// AudioPacketSamples is one 20 ms Opus packet at OutputRate.
-	AudioPacketSamples = OutputRate / 50
+	// OpusInputRate is the rate the Opus encoder takes: the playout's own
+	// 16 kHz. libopus encodes it directly, so no resampler sits in the
+	// per-frame path; the RTP clock of WebRTC Opus stays 48 kHz (the room
+	// track derives it from each packet's 20 ms duration).
+	OpusInputRate = playout.SampleRate
+	// AudioPacketSamples is one 20 ms Opus packet at OpusInputRate.
+	AudioPacketSamples = OpusInputRate / 50
 	// DefaultLateThreshold: a frame written more than half a frame after
 	// its scheduled time counts as late.
 	DefaultLateThreshold = FrameDuration / 2
@@ -50,7 +52,7 @@ type VideoEncoder interface {
 	Encode(f *render.Frame, forceKeyframe bool) (packet []byte, keyframe bool, err error)
 }
 
-// AudioEncoder turns 20 ms of 48 kHz mono PCM into one Opus packet.
+// AudioEncoder turns 20 ms of 16 kHz mono PCM into one Opus packet.
 type AudioEncoder interface {
 	Encode(pcm []int16) ([]byte, error)
 }
@@ -102,17 +104,14 @@ type Stats struct {
 
 // Pipeline turns queued audio into published frames, one per tick: take
 // 640 samples from playout, render, encode VP8, write the frame, then
-// resample the same audio to 48 kHz, encode two 20 ms Opus packets and
+// encode the same 640 samples as two 20 ms Opus packets and
 // write them, then emit the speech events the frame completed.
 type Pipeline struct {
-	cfg     PipelineConfig
-	log     *slog.Logger
-	now     func() time.Time
-	pcm     []int16
-	frame   *render.Frame
-	upsampl *audio.Resampler
-	pcm48   []int16 // 48 kHz audio not yet packetized
-	primed  bool
+	cfg   PipelineConfig
+	log   *slog.Logger
+	now   func() time.Time
+	pcm   []int16
+	frame *render.Frame
 
 	mu        sync.Mutex
 	stats     Stats
@@ -139,13 +138,11 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 	}
 	w, h := cfg.Renderer.Size()
 	return &Pipeline{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		now:     cfg.Now,
-		pcm:     make([]int16, playout.FrameSamples),
-		frame:   render.NewFrame(w, h),
-		upsampl: audio.NewResampler(playout.SampleRate, OutputRate),
-		pcm48:   make([]int16, 0, 4*AudioPacketSamples),
+		cfg:   cfg,
+		log:   cfg.Logger,
+		now:   cfg.Now,
+		pcm:   make([]int16, playout.FrameSamples),
+		frame: render.NewFrame(w, h),
 	}, nil
 }
 
@@ -179,25 +176,15 @@ func (p *Pipeline) Step(scheduled time.Time) error {
 
 	// Audio leaves right behind the video showing it, stamped with the
 	// same scheduled time, so receivers line them up (A/V offset is the
-	// gap between the two writes plus the resampler's ~1 ms delay).
-	up := p.upsampl.Process(p.pcm)
-	if !p.primed {
-		// The resampler holds back its lookahead on the first call; pad
-		// so every later frame yields exactly two packets on schedule.
-		p.primed = true
-		if short := 2*AudioPacketSamples - len(up); short > 0 {
-			p.pcm48 = append(p.pcm48, make([]int16, short)...)
-		}
-	}
-	p.pcm48 = append(p.pcm48, up...)
+	// gap between the two writes). A frame's 640 samples are exactly two
+	// 20 ms packets.
 	audioAt := scheduled
 	var audioWritten time.Time
-	for len(p.pcm48) >= AudioPacketSamples {
-		opus, err := p.cfg.Audio.Encode(p.pcm48[:AudioPacketSamples])
+	for off := 0; off+AudioPacketSamples <= len(p.pcm); off += AudioPacketSamples {
+		opus, err := p.cfg.Audio.Encode(p.pcm[off : off+AudioPacketSamples])
 		if err != nil {
 			return fmt.Errorf("session: encode audio: %w", err)
 		}
-		p.pcm48 = append(p.pcm48[:0], p.pcm48[AudioPacketSamples:]...)
 		if err := p.cfg.Publisher.WriteAudio(opus, audioAt); err != nil {
 			writeErrs++
 			p.logWriteError("audio", err)

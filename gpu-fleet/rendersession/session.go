@@ -9,8 +9,9 @@
 // from the very same 40 ms of audio, and stamps both with the tick's
 // scheduled time. Receivers therefore play the audio with the frame that
 // shows it; the remaining offset is the gap between the two writes (well
-// under a millisecond, reported as Stats.MaxAVSkew) plus the 16->48 kHz
-// resampler's ~1 ms group delay. The design target is +-40 ms.
+// under a millisecond, reported as Stats.MaxAVSkew): Opus encodes the
+// playout's 16 kHz samples directly, with no resampler delay. The design
+// target is +-20 ms.
 //
 // Speech events: "started" is emitted right after the first frame carrying
 // an utterance's audio is written, "finished" right after the last one is
@@ -103,7 +104,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	if s.video, err = vp8.NewEncoder(vp8.Config{Width: w, Height: h, BitrateKbps: cfg.VideoBitrateKbps}); err != nil {
 		return nil, fmt.Errorf("session: video encoder: %w", err)
 	}
-	if s.audio, err = opus.NewEncoder(OutputRate, 1); err != nil {
+	if s.audio, err = opus.NewEncoder(OpusInputRate, 1); err != nil {
 		return nil, fmt.Errorf("session: audio encoder: %w", err)
 	}
 	roomCfg := cfg.Room

@@ -16,7 +16,7 @@
 //     showing its first sample (p50 / p99)
 //   - A/V skew: the largest gap between writing a frame and writing the
 //     audio packets made from the same 40 ms (both carry the same
-//     timestamp); the 16->48 kHz resampler adds a constant ~1 ms.
+//     timestamp); Opus takes the 16 kHz audio directly.
 package main
 
 import (
@@ -168,7 +168,7 @@ func measure(n int, aspect, imagePath, wavPath string, warmup, duration time.Dur
 		if s.video, err = vp8.NewEncoder(vp8.Config{Width: w, Height: h}); err != nil {
 			return result{}, err
 		}
-		if s.audio, err = opus.NewEncoder(rendersession.OutputRate, 1); err != nil {
+		if s.audio, err = opus.NewEncoder(rendersession.OpusInputRate, 1); err != nil {
 			return result{}, err
 		}
 		s.pipeline, err = rendersession.NewPipeline(rendersession.PipelineConfig{

@@ -64,8 +64,9 @@ func NewEncoder(sampleRate, channels int) (*Encoder, error) {
 // FrameSamples is the number of samples per channel in one 20 ms frame.
 func (e *Encoder) FrameSamples() int { return e.sampleRate * FrameDuration / 1000 }
 
-// Encode compresses one 20 ms frame (interleaved when stereo) and returns a
-// fresh packet.
+// Encode compresses one 20 ms frame (interleaved when stereo) and returns
+// the packet in the encoder's own buffer, valid until the next Encode: the
+// per-frame path allocates nothing (the room track's payloader copies).
 func (e *Encoder) Encode(pcm []int16) ([]byte, error) {
 	if e.e == nil {
 		return nil, errors.New("opus: encoder is closed")
@@ -78,7 +79,7 @@ func (e *Encoder) Encode(pcm []int16) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("opus: encode: %s", C.GoString(C.opus_strerror(n)))
 	}
-	return append([]byte(nil), e.out[:n]...), nil
+	return e.out[:n:n], nil
 }
 
 // Close frees the encoder. It is safe to call twice.

@@ -145,9 +145,14 @@ type Config struct {
 
 // Encoder is one VP8 stream. It is not safe for concurrent use.
 type Encoder struct {
-	c   *C.enc_t
-	cfg Config
-	pts int64
+	c      *C.enc_t
+	cfg    Config
+	pts    int64
+	packet []byte // the last packet, reused
+	// Out-parameters of the C call, kept here so taking their address does
+	// not allocate on every frame.
+	size C.size_t
+	key  C.int
 }
 
 // NewEncoder opens a realtime CBR encoder with no lag and error resilience,
@@ -187,7 +192,8 @@ func NewEncoder(c Config) (*Encoder, error) {
 func (e *Encoder) Config() Config { return e.cfg }
 
 // Encode compresses one frame within the realtime deadline and returns its
-// packet (a fresh slice the caller owns).
+// packet in the encoder's own buffer, valid until the next Encode: the
+// per-frame path allocates nothing (the room track's payloader copies).
 func (e *Encoder) Encode(f *render.Frame, forceKeyframe bool) (packet []byte, keyframe bool, err error) {
 	if e.c == nil {
 		return nil, false, errors.New("vp8: encoder is closed")
@@ -195,20 +201,19 @@ func (e *Encoder) Encode(f *render.Frame, forceKeyframe bool) (packet []byte, ke
 	if f.Width != e.cfg.Width || f.Height != e.cfg.Height {
 		return nil, false, fmt.Errorf("vp8: frame is %dx%d, encoder is %dx%d", f.Width, f.Height, e.cfg.Width, e.cfg.Height)
 	}
-	var size C.size_t
-	var key C.int
 	force := C.int(0)
 	if forceKeyframe {
 		force = 1
 	}
 	// The planes are only read during the call, so Go memory may be passed.
 	rc := C.enc_frame(e.c, (*C.uchar)(unsafe.Pointer(&f.Y[0])), (*C.uchar)(unsafe.Pointer(&f.U[0])),
-		(*C.uchar)(unsafe.Pointer(&f.V[0])), C.long(e.pts), force, &size, &key)
+		(*C.uchar)(unsafe.Pointer(&f.V[0])), C.long(e.pts), force, &e.size, &e.key)
 	if rc != 0 {
 		return nil, false, fmt.Errorf("vp8: encode: %s", C.GoString(C.vpx_codec_err_to_string(C.vpx_codec_err_t(rc))))
 	}
 	e.pts++
-	return C.GoBytes(unsafe.Pointer(e.c.out), C.int(size)), key != 0, nil
+	e.packet = append(e.packet[:0], unsafe.Slice((*byte)(unsafe.Pointer(e.c.out)), int(e.size))...)
+	return e.packet, e.key != 0, nil
 }
 
 // SetBitrate changes the target bitrate, for congestion feedback.

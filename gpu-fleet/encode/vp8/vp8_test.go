@@ -146,7 +146,7 @@ func TestIVFRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		packets = append(packets, p)
+		packets = append(packets, append([]byte(nil), p...)) // p is reused by the next Encode
 		if err := w.WritePacket(p, int64(i)); err != nil {
 			t.Fatal(err)
 		}
