@@ -33,6 +33,7 @@ bench: setup
 	$(GO) run ./scripts/apibench
 	$(GO) run ./scripts/startbench -n 30
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./gpu-fleet/...
+	$(GO) run ./gpu-fleet/cmd/stream-bench -room -streams 1,8,10,12 -aspect 1:1
 	$(GO) run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
 
 ## build: an arm64 `bootstrap` per Lambda function under build/<name>/

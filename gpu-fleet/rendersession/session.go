@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/encode/opus"
@@ -193,6 +194,10 @@ func (s *Session) Wait() (room.EndReason, error) {
 
 // Stats returns the pipeline's counters.
 func (s *Session) Stats() Stats { return s.pipeline.Stats() }
+
+// Latencies returns the pipeline's recent audio-in -> encoded-frame
+// latencies (see Pipeline.Latencies).
+func (s *Session) Latencies() []time.Duration { return s.pipeline.Latencies() }
 
 // Buffer is the session's playout buffer (audio also arrives here from
 // sources other than the WebSocket, such as tests and benchmarks).

@@ -134,3 +134,6 @@ func (lk *LiveKit) LogPath() string { return lk.proc.LogPath() }
 
 // Stop ends the server and waits for it.
 func (lk *LiveKit) Stop() error { return lk.proc.Stop() }
+
+// Pid is the livekit-server process id (benchmarks read its CPU time).
+func (lk *LiveKit) Pid() int { return lk.proc.cmd.Process.Pid }

@@ -3,7 +3,9 @@
 // renderer), encoding VP8 and Opus at 25 fps while a feeder streams speech
 // into its playout buffer in real time (40 ms chunks; 8.8 s utterances with
 // 1 s pauses). Encoded media is written to a discarding publisher, not to a
-// room: this measures the renderer box, not the network.
+// room: this measures the renderer box, not the network. With -room the
+// sessions publish into a real livekit-server instead, one process with many
+// sessions as the fleet runs, with a subscriber per room (room.go).
 //
 //	go run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
 //
@@ -20,7 +22,6 @@
 package main
 
 import (
-	"avatarsvc/gpu-fleet/testfiles"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,6 +33,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -48,7 +50,13 @@ import (
 	"avatarsvc/gpu-fleet/playout"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
+	"avatarsvc/gpu-fleet/testfiles"
+	"avatarsvc/scripts/localstack"
 )
+
+func signalNotify(c chan os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
+
+func sortDurations(d []time.Duration) { slices.Sort(d) }
 
 type result struct {
 	Aspect       string  `json:"aspect"`
@@ -63,6 +71,7 @@ type result struct {
 	LatP99MS     float64 `json:"latency_p99_ms"`
 	AVSkewMaxMS  float64 `json:"av_skew_max_ms"`
 	SpeakingPct  float64 `json:"speaking_pct"`
+	LiveKitCPU   float64 `json:"livekit_cpu_cores,omitempty"` // room mode
 }
 
 func main() {
@@ -82,8 +91,18 @@ func run(args []string) error {
 	wav := fs.String("wav", "", "speech WAV (default gpu-fleet/testfiles/audio/speech-16k.wav)")
 	child := fs.Bool("child", false, "internal: measure one configuration and print JSON")
 	cpuProfile := fs.String("cpuprofile", "", "with -child: write a CPU profile of the measured window here")
+	roomMode := fs.Bool("room", false, "publish into a real livekit-server (started here) with one subscriber per room")
+	subscribers := fs.Int("subscribers", 0, "internal: join this many rooms and drain them")
+	var rc roomConfig
+	fs.StringVar(&rc.URL, "lk-url", "", "internal: livekit-server URL")
+	fs.StringVar(&rc.Key, "lk-key", "", "internal: livekit API key")
+	fs.StringVar(&rc.Secret, "lk-secret", "", "internal: livekit API secret")
+	fs.StringVar(&rc.Prefix, "room-prefix", "", "internal: room name prefix")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *subscribers > 0 {
+		return subscribe(*subscribers, rc)
 	}
 	if *image == "" {
 		*image = testfiles.Path(testfiles.FacePNG)
@@ -96,7 +115,13 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		r, err := measure(n, *aspects, *image, *wav, *warmup, *duration, *cpuProfile)
+		measureOne := func() (result, error) {
+			if rc.URL != "" {
+				return measureRoom(n, *aspects, *image, *wav, *warmup, *duration, rc)
+			}
+			return measure(n, *aspects, *image, *wav, *warmup, *duration, *cpuProfile)
+		}
+		r, err := measureOne()
 		if err != nil {
 			return err
 		}
@@ -107,14 +132,41 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("stream-bench: %d CPUs, %v measured per row after %v warmup; pipelines write to a discarding publisher (no room)\n\n",
-		numCPU(), *duration, *warmup)
-	fmt.Println("| aspect | streams | fps/stream | late % | max late | CPU/stream | RSS/stream | latency p50 | latency p99 | A/V skew max | speaking |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	where := "pipelines write to a discarding publisher (no room)"
+	if *roomMode {
+		logDir, err := os.MkdirTemp("", "stream-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(logDir)
+		lk, err := localstack.StartLiveKit(context.Background(), localstack.Options{LogDir: logDir})
+		if err != nil {
+			return err
+		}
+		defer lk.Stop()
+		rc = roomConfig{URL: lk.URL, Key: lk.APIKey, Secret: lk.APISecret}
+		os.Setenv("STREAM_BENCH_LIVEKIT_PID", strconv.Itoa(lk.Pid()))
+		where = "one process publishing into a real livekit-server, one subscriber per room (another process)"
+	}
+	fmt.Printf("stream-bench: %d CPUs, %v measured per row after %v warmup; %s\n\n",
+		numCPU(), *duration, *warmup, where)
+	fmt.Println("| aspect | streams | fps/stream | late % | max late | CPU/stream | RSS/stream | latency p50 | latency p99 | A/V skew max | speaking | livekit-server CPU |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, aspect := range strings.Split(*aspects, ",") {
 		for _, ns := range strings.Split(*streams, ",") {
-			cmd := exec.Command(self, "-child", "-streams", ns, "-aspect", aspect, "-image", *image, "-wav", *wav,
-				"-warmup", warmup.String(), "-duration", duration.String())
+			childArgs := []string{"-child", "-streams", ns, "-aspect", aspect, "-image", *image, "-wav", *wav,
+				"-warmup", warmup.String(), "-duration", duration.String()}
+			if *roomMode {
+				rc.Prefix = fmt.Sprintf("bench-%s-%s-%d", strings.ReplaceAll(aspect, ":", "x"), ns, time.Now().UnixNano())
+				childArgs = append(childArgs, rc.args()...)
+				n, _ := strconv.Atoi(ns)
+				stop, err := startSubscribers(self, n, rc)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			cmd := exec.Command(self, childArgs...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, os.Stderr
 			if err := cmd.Run(); err != nil {
@@ -124,9 +176,13 @@ func run(args []string) error {
 			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 				return fmt.Errorf("%s x%s: %w: %s", aspect, ns, err, out.String())
 			}
-			fmt.Printf("| %s | %d | %.1f | %.2f | %.0f ms | %.3f cores | %.1f MB | %.1f ms | %.1f ms | %.1f ms | %.0f%% |\n",
+			lkCPU := "-"
+			if *roomMode {
+				lkCPU = fmt.Sprintf("%.2f cores", r.LiveKitCPU)
+			}
+			fmt.Printf("| %s | %d | %.1f | %.2f | %.0f ms | %.3f cores | %.1f MB | %.1f ms | %.1f ms | %.1f ms | %.0f%% | %s |\n",
 				r.Aspect, r.Streams, r.FPS, r.LatePct, r.MaxLateMS, r.CPUPerStream, r.RSSPerStream,
-				r.LatP50MS, r.LatP99MS, r.AVSkewMaxMS, r.SpeakingPct)
+				r.LatP50MS, r.LatP99MS, r.AVSkewMaxMS, r.SpeakingPct, lkCPU)
 		}
 	}
 	return nil
