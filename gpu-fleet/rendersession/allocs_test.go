@@ -1,16 +1,14 @@
 package rendersession
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/encode/opus"
 	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/playout"
 	"avatarsvc/gpu-fleet/render"
-	"avatarsvc/gpu-fleet/testfiles"
+	"avatarsvc/gpu-fleet/roomtest"
 )
 
 type discard struct{}
@@ -23,14 +21,7 @@ func (discard) KeyframeRequested() bool            { return false }
 // renderer, VP8 and Opus encoders, speaking and silent: garbage per frame
 // times 25 fps times many sessions is what drives GC pauses and late frames.
 func TestStepAllocations(t *testing.T) {
-	img, err := avatar.Decode(bytes.NewReader(testfiles.Read(t, testfiles.FacePNG)), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	av, err := avatar.Prepare(img, 512, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
+	av := roomtest.Face(t, render.Square)
 	video, err := vp8.NewEncoder(vp8.Config{Width: 512, Height: 512})
 	if err != nil {
 		t.Fatal(err)

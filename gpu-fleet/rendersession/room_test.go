@@ -16,14 +16,12 @@ import (
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
-	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
-	"avatarsvc/gpu-fleet/testfiles"
 	"avatarsvc/scripts/localstack"
 )
 
@@ -39,43 +37,10 @@ const (
 )
 
 func prepareAvatar(t *testing.T, aspect render.AspectRatio) *avatar.Prepared {
-	t.Helper()
-	f, err := os.Open(testfiles.Path(testfiles.FacePNG))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := avatar.Decode(f, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, h, err := render.Dimensions(aspect)
-	if err != nil {
-		t.Fatal(err)
-	}
-	av, err := avatar.Prepare(img, w, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return av
+	return roomtest.Face(t, aspect)
 }
 
-func speechPCM(t *testing.T) []int16 {
-	t.Helper()
-	f, err := os.Open(testfiles.Path(testfiles.Speech16k))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pcm, rate, err := audio.ReadWAV(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rate != 16000 {
-		t.Fatalf("speech-16k.wav rate: got %d, want 16000", rate)
-	}
-	return pcm
-}
+func speechPCM(t *testing.T) []int16 { return roomtest.Speech(t) }
 
 func testLogger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {

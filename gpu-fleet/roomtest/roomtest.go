@@ -7,6 +7,7 @@ package roomtest
 import (
 	"encoding/json"
 	"image"
+	"os"
 	"sync"
 	"time"
 
@@ -16,12 +17,14 @@ import (
 	"github.com/pion/webrtc/v4"
 	"github.com/pion/webrtc/v4/pkg/media/samplebuilder"
 
+	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/encode/opus"
 	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
+	"avatarsvc/gpu-fleet/testfiles"
 )
 
 // T is what the helpers need of a *testing.T; benchmarks commands pass their
@@ -270,4 +273,42 @@ func (v *Viewer) FirstFrameAt() time.Time {
 		return time.Time{}
 	}
 	return v.frames[0].At
+}
+
+// Face is the test face photo prepared at aspect's size.
+func Face(t T, aspect render.AspectRatio) *avatar.Prepared {
+	t.Helper()
+	f, err := os.Open(testfiles.Path(testfiles.FacePNG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := avatar.Decode(f, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, h, err := render.Dimensions(aspect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	av, err := avatar.Prepare(img, w, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return av
+}
+
+// Speech is the test speech clip, 16 kHz mono.
+func Speech(t T) []int16 {
+	t.Helper()
+	f, err := os.Open(testfiles.Path(testfiles.Speech16k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pcm, rate, err := audio.ReadWAV(f)
+	if err != nil || rate != 16000 {
+		t.Fatalf("speech: %v (rate %d)", err, rate)
+	}
+	return pcm
 }

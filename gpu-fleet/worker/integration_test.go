@@ -40,8 +40,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/testfiles"
@@ -327,32 +327,9 @@ func viewerToken(t *testing.T, roomName, identity string) string {
 	return tok
 }
 
-func preparedFace(t *testing.T) *avatar.Prepared {
-	t.Helper()
-	img, err := avatar.Decode(bytes.NewReader(testfiles.Read(t, testfiles.FacePNG)), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	av, err := avatar.Prepare(img, 512, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return av
-}
+func preparedFace(t *testing.T) *avatar.Prepared { return roomtest.Face(t, render.Square) }
 
-func speech(t *testing.T) []int16 {
-	t.Helper()
-	f, err := os.Open(testfiles.Path(testfiles.Speech16k))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pcm, rate, err := audio.ReadWAV(f)
-	if err != nil || rate != 16000 {
-		t.Fatalf("speech: %v (rate %d)", err, rate)
-	}
-	return pcm
-}
+func speech(t *testing.T) []int16 { return roomtest.Speech(t) }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

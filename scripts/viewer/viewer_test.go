@@ -15,11 +15,10 @@ import (
 	"time"
 
 	"avatarsvc/gpu-fleet/audiows"
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
-	"avatarsvc/gpu-fleet/testfiles"
+	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/viewer"
 )
@@ -37,14 +36,7 @@ func TestViewerInChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	img, err := avatar.Decode(bytes.NewReader(testfiles.Read(t, testfiles.FacePNG)), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	av, err := avatar.Prepare(img, 512, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
+	av := roomtest.Face(t, render.Square)
 	rendererToken, err := room.Token(lk.APIKey, lk.APISecret, "viewer-test", room.AgentIdentity, time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -56,8 +56,6 @@ import (
 
 func signalNotify(c chan os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
 
-func sortDurations(d []time.Duration) { slices.Sort(d) }
-
 type result struct {
 	Aspect       string  `json:"aspect"`
 	Streams      int     `json:"streams"`
@@ -261,45 +259,11 @@ func measure(n int, aspect, imagePath, wavPath string, warmup, duration time.Dur
 		time.Sleep(time.Duration(rand.Int64N(int64(rendersession.FrameDuration))))
 	}
 
-	time.Sleep(warmup)
-	before := make([]rendersession.Stats, n)
-	latStart := make([]int, n)
+	observed := make([]observed, n)
 	for i, s := range streams {
-		before[i] = s.pipeline.Stats()
-		latStart[i] = len(s.pipeline.Latencies())
+		observed[i] = s.pipeline
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return result{}, err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-	}
-	cpu0, wall0 := cpuTime(), time.Now()
-	time.Sleep(duration)
-	cpu1, wall1 := cpuTime(), time.Now()
-	if cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
-	rss := rssMB()
-
-	var frames, late, speaking, resyncs uint64
-	var maxLate, maxSkew time.Duration
-	var lats []time.Duration
-	for i, s := range streams {
-		st := s.pipeline.Stats()
-		frames += st.Frames - before[i].Frames
-		late += st.LateFrames - before[i].LateFrames
-		speaking += st.SpeakingFrames - before[i].SpeakingFrames
-		resyncs += st.Resyncs - before[i].Resyncs
-		maxLate = max(maxLate, st.MaxLateness)
-		maxSkew = max(maxSkew, st.MaxAVSkew)
-		all := s.pipeline.Latencies()
-		if latStart[i] < len(all) {
-			lats = append(lats, all[latStart[i]:]...)
-		}
-	}
+	r, err := measureWindow(observed, aspect, warmup, duration, rssBase, 0, cpuProfile)
 	cancel()
 	wg.Wait()
 	close(errs)
@@ -309,6 +273,61 @@ func measure(n int, aspect, imagePath, wavPath string, warmup, duration time.Dur
 	for _, s := range streams {
 		s.video.Close()
 		s.audio.Close()
+	}
+	return r, err
+}
+
+// observed is what a measurement reads from a stream; pipelines and room
+// sessions both provide it.
+type observed interface {
+	Stats() rendersession.Stats
+	Latencies() []time.Duration
+}
+
+// measureWindow lets the streams run through warmup, then measures them for
+// duration: frames, lateness, CPU and memory of this process (and of the
+// livekit-server with pid lkPid, when not 0), latencies and A/V skew.
+func measureWindow(streams []observed, aspect string, warmup, duration time.Duration, rssBase float64, lkPid int, cpuProfile string) (result, error) {
+	n := len(streams)
+	time.Sleep(warmup)
+	before := make([]rendersession.Stats, n)
+	latStart := make([]int, n)
+	for i, s := range streams {
+		before[i] = s.Stats()
+		latStart[i] = len(s.Latencies())
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+	}
+	lk0 := procCPU(lkPid)
+	cpu0, wall0 := cpuTime(), time.Now()
+	time.Sleep(duration)
+	cpu1, wall1 := cpuTime(), time.Now()
+	lk1 := procCPU(lkPid)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	rss := rssMB()
+
+	var frames, late, speaking, resyncs uint64
+	var maxLate, maxSkew time.Duration
+	var lats []time.Duration
+	for i, s := range streams {
+		st := s.Stats()
+		frames += st.Frames - before[i].Frames
+		late += st.LateFrames - before[i].LateFrames
+		speaking += st.SpeakingFrames - before[i].SpeakingFrames
+		resyncs += st.Resyncs - before[i].Resyncs
+		maxLate = max(maxLate, st.MaxLateness)
+		maxSkew = max(maxSkew, st.MaxAVSkew)
+		if all := s.Latencies(); latStart[i] < len(all) {
+			lats = append(lats, all[latStart[i]:]...)
+		}
 	}
 	wall := wall1.Sub(wall0)
 	slices.Sort(lats)
@@ -325,6 +344,7 @@ func measure(n int, aspect, imagePath, wavPath string, warmup, duration time.Dur
 		LatP99MS:     ms(percentile(lats, 0.99)),
 		AVSkewMaxMS:  ms(maxSkew),
 		SpeakingPct:  100 * float64(speaking) / float64(max(frames, 1)),
+		LiveKitCPU:   (lk1 - lk0).Seconds() / wall.Seconds(),
 	}, nil
 }
 

@@ -147,52 +147,11 @@ func measureRoom(n int, aspect, imagePath, wavPath string, warmup, duration time
 		wg.Wait()
 	}()
 
-	time.Sleep(warmup)
-	before := make([]rendersession.Stats, n)
-	latStart := make([]int, n)
+	obs := make([]observed, n)
 	for i, s := range streams {
-		before[i] = s.s.Stats()
-		latStart[i] = len(s.s.Latencies())
+		obs[i] = s.s
 	}
-	lkPid := rc.livekitPid()
-	lk0 := procCPU(lkPid)
-	cpu0, wall0 := cpuTime(), time.Now()
-	time.Sleep(duration)
-	cpu1, wall1 := cpuTime(), time.Now()
-	lk1 := procCPU(lkPid)
-	rss := rssMB()
-
-	var frames, late, speaking, resyncs uint64
-	var maxLate, maxSkew time.Duration
-	var lats []time.Duration
-	for i, s := range streams {
-		st := s.s.Stats()
-		frames += st.Frames - before[i].Frames
-		late += st.LateFrames - before[i].LateFrames
-		speaking += st.SpeakingFrames - before[i].SpeakingFrames
-		resyncs += st.Resyncs - before[i].Resyncs
-		maxLate = max(maxLate, st.MaxLateness)
-		maxSkew = max(maxSkew, st.MaxAVSkew)
-		if all := s.s.Latencies(); latStart[i] < len(all) {
-			lats = append(lats, all[latStart[i]:]...)
-		}
-	}
-	wall := wall1.Sub(wall0)
-	sortDurations(lats)
-	return result{
-		Aspect: aspect, Streams: n,
-		FPS:          float64(frames) / float64(n) / wall.Seconds(),
-		LatePct:      100 * float64(late) / float64(max(frames, 1)),
-		MaxLateMS:    ms(maxLate),
-		Resyncs:      resyncs,
-		CPUPerStream: (cpu1 - cpu0).Seconds() / wall.Seconds() / float64(n),
-		RSSPerStream: (rss - rssBase) / float64(n),
-		LatP50MS:     ms(percentile(lats, 0.50)),
-		LatP99MS:     ms(percentile(lats, 0.99)),
-		AVSkewMaxMS:  ms(maxSkew),
-		SpeakingPct:  100 * float64(speaking) / float64(max(frames, 1)),
-		LiveKitCPU:   (lk1 - lk0).Seconds() / wall.Seconds(),
-	}, nil
+	return measureWindow(obs, aspect, warmup, duration, rssBase, rc.livekitPid(), "")
 }
 
 // livekitPid finds the server from its URL's port via the environment the
