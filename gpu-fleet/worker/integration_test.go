@@ -570,6 +570,34 @@ func TestAvatarURLs(t *testing.T) {
 	})
 }
 
+// TestRoomURLNotAllowed: a room URL that resolves to an address outside the
+// workers' room policy (here 127.0.0.2; only the local livekit-server's
+// 127.0.0.1 is opted in) is never dialled: the session ends
+// room_unreachable, billed nothing.
+func TestRoomURLNotAllowed(t *testing.T) {
+	startWorker(t, nil)
+	acct, _ := stack.NewAccount(context.Background(), "pro")
+	tok, err := room.Token(lk.APIKey, lk.APISecret, "elsewhere", room.AgentIdentity, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, m := api(t, "POST", "/v1/sessions", acct.LiveKey, map[string]any{
+		"avatar": faceDataURI(t), "room": map[string]any{"platform": "livekit", "url": strings.Replace(lk.URL, "127.0.0.1", "127.0.0.2", 1), "token": tok},
+	})
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	s := session{id: m["session"].(map[string]any)["session_id"].(string), key: acct.LiveKey, user: acct.User.ID}
+	s.start(t)
+	ended := s.awaitEnded(t)
+	if reason, _ := ended["end_reason"].(string); !strings.HasPrefix(reason, domain.ReasonRoomUnreachable+": room host 127.0.0.2 not allowed") {
+		t.Errorf("end_reason: got %q, want room_unreachable: room host 127.0.0.2 not allowed", reason)
+	}
+	if minutesConsumed(t, ended) != 0 {
+		t.Errorf("billing: got %v, want 0 minutes", ended["billing"])
+	}
+}
+
 // TestDrainOnSIGTERM: SIGTERM with a session running: no new jobs taken,
 // the session ends worker_drained at the drain deadline, billed once.
 func TestDrainOnSIGTERM(t *testing.T) {

@@ -270,6 +270,11 @@ func TestCreateSessionValidation(t *testing.T) {
 			b["room"] = map[string]any{"platform": "zoom", "url": "wss://x.example", "token": "t"}
 			return b
 		}(), 400, `Invalid room platform "zoom"`},
+		{"daily is not served by this deployment's renderers", func() any {
+			b := validSession()
+			b["room"] = map[string]any{"platform": "daily", "url": "https://example.daily.co/room"}
+			return b
+		}(), 400, `Room platform "daily" is not enabled on this deployment`},
 		{"room url", func() any {
 			b := validSession()
 			b["room"] = map[string]any{"platform": "livekit", "url": "not a url", "token": "t"}

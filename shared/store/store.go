@@ -32,17 +32,19 @@ type Store struct {
 }
 
 // New returns a Store over cfg. Transaction conflicts and throttling are
-// retried with backoff (guregu/dynamo does not retry them by itself), and the
-// client-side retry quota is off so a burst of contending starts is retried
-// rather than failed.
+// retried with jittered backoff (guregu/dynamo does not retry them by
+// itself), at most 5 attempts and 200 ms apart, so one call gives up within
+// about a second and the services' own loops (shared/retry, 4 s) stay well
+// inside a Lambda's 10 s. The client-side retry quota is off so a burst of
+// contending starts is retried rather than failed.
 func New(cfg aws.Config, endpoint string, t Tables) *Store {
 	db := dynamo.New(cfg, func(o *dynamodb.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 		o.Retryer = retry.NewStandard(dynamo.RetryTxConflicts, func(so *retry.StandardOptions) {
-			so.MaxAttempts = 12
-			so.MaxBackoff = 400 * time.Millisecond
+			so.MaxAttempts = 5
+			so.MaxBackoff = 200 * time.Millisecond
 			so.RateLimiter = noRetryQuota{}
 		})
 	})
