@@ -176,10 +176,14 @@ func TestIVFRoundTrip(t *testing.T) {
 }
 
 func BenchmarkVP8Encode(b *testing.B) {
-	for _, size := range []image.Point{{512, 512}, {640, 480}} {
-		b.Run(fmt.Sprintf("%dx%d/cpu-6/1thread", size.X, size.Y), func(b *testing.B) {
+	for _, bc := range []struct {
+		size    image.Point
+		cpuUsed int
+	}{{image.Point{512, 512}, -6}, {image.Point{640, 480}, -6}, {image.Point{512, 512}, -10}, {image.Point{512, 512}, -14}} {
+		size := bc.size
+		b.Run(fmt.Sprintf("%dx%d/cpu%d/1thread", size.X, size.Y, bc.cpuUsed), func(b *testing.B) {
 			frames := clip(b, size.X, size.Y, 50)
-			enc, err := NewEncoder(Config{Width: size.X, Height: size.Y, CPUUsed: -6, Threads: 1, BitrateKbps: 800})
+			enc, err := NewEncoder(Config{Width: size.X, Height: size.Y, CPUUsed: bc.cpuUsed, Threads: 1, BitrateKbps: 800})
 			if err != nil {
 				b.Fatal(err)
 			}
