@@ -60,13 +60,7 @@ func joinViewer(t *testing.T, lk *localstack.LiveKit, roomName string, av *avata
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(liveness)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	roomtest.WaitFor(t, what, cond)
 }
 
 type stack struct {

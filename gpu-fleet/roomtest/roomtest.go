@@ -312,3 +312,15 @@ func Speech(t T) []int16 {
 	}
 	return pcm
 }
+
+// WaitFor polls cond until it holds, failing t after Liveness.
+func WaitFor(t T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Liveness)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -333,13 +333,7 @@ func speech(t *testing.T) []int16 { return roomtest.Speech(t) }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(liveness)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	roomtest.WaitFor(t, what, cond)
 }
 
 func avatarPresent(v *roomtest.Viewer) bool {

@@ -201,18 +201,11 @@ type stream struct {
 }
 
 func measure(n int, aspect, imagePath, wavPath string, warmup, duration time.Duration, cpuProfile string) (result, error) {
-	speech, err := loadSpeech(wavPath)
+	speech, av, err := loadInputs(aspect, imagePath, wavPath)
 	if err != nil {
 		return result{}, err
 	}
-	w, h, err := render.Dimensions(render.AspectRatio(aspect))
-	if err != nil {
-		return result{}, err
-	}
-	av, err := loadAvatar(imagePath, w, h)
-	if err != nil {
-		return result{}, err
-	}
+	w, h := av.Image.Rect.Dx(), av.Image.Rect.Dy()
 	rssBase := rssMB()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 
@@ -407,6 +400,20 @@ func numCPU() int {
 		return 0
 	}
 	return strings.Count(string(data), "\nprocessor") + 1
+}
+
+// loadInputs reads the speech clip and prepares the avatar at aspect's size.
+func loadInputs(aspect, imagePath, wavPath string) ([]int16, *avatar.Prepared, error) {
+	speech, err := loadSpeech(wavPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, h, err := render.Dimensions(render.AspectRatio(aspect))
+	if err != nil {
+		return nil, nil, err
+	}
+	av, err := loadAvatar(imagePath, w, h)
+	return speech, av, err
 }
 
 func loadSpeech(path string) ([]int16, error) {

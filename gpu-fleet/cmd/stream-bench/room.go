@@ -95,15 +95,7 @@ type roomStream struct {
 
 // measureRoom is measure's room mode: n sessions in this process.
 func measureRoom(n int, aspect, imagePath, wavPath string, warmup, duration time.Duration, rc roomConfig) (result, error) {
-	speech, err := loadSpeech(wavPath)
-	if err != nil {
-		return result{}, err
-	}
-	w, h, err := render.Dimensions(render.AspectRatio(aspect))
-	if err != nil {
-		return result{}, err
-	}
-	av, err := loadAvatar(imagePath, w, h)
+	speech, av, err := loadInputs(aspect, imagePath, wavPath)
 	if err != nil {
 		return result{}, err
 	}
