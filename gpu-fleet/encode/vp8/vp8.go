@@ -138,7 +138,7 @@ type Config struct {
 	Width, Height    int
 	FPS              int // default 25
 	BitrateKbps      int // default 800
-	CPUUsed          int // libvpx speed, -16..16: a larger magnitude is faster; negative adapts to the realtime deadline. Default -12
+	CPUUsed          int // libvpx speed, -16..16: a larger magnitude is faster; negative adapts to the realtime deadline. Default -16
 	Threads          int // default 1
 	KeyframeInterval int // frames between forced keyframes at most; default 2 s of frames
 }
@@ -168,7 +168,7 @@ func NewEncoder(c Config) (*Encoder, error) {
 		c.BitrateKbps = 800
 	}
 	if c.CPUUsed == 0 {
-		c.CPUUsed = -12
+		c.CPUUsed = -16
 	}
 	if c.Threads <= 0 {
 		c.Threads = 1

@@ -179,7 +179,7 @@ func BenchmarkVP8Encode(b *testing.B) {
 	for _, bc := range []struct {
 		size    image.Point
 		cpuUsed int
-	}{{image.Point{512, 512}, -6}, {image.Point{640, 480}, -6}, {image.Point{512, 512}, -10}, {image.Point{512, 512}, -14}} {
+	}{{image.Point{512, 512}, -6}, {image.Point{640, 480}, -6}, {image.Point{512, 512}, -12}, {image.Point{512, 512}, -16}} {
 		size := bc.size
 		b.Run(fmt.Sprintf("%dx%d/cpu%d/1thread", size.X, size.Y, bc.cpuUsed), func(b *testing.B) {
 			frames := clip(b, size.X, size.Y, 50)
