@@ -256,6 +256,8 @@ func EndReason(err error) string {
 		return "avatar_unavailable: not an https URL"
 	case errors.Is(err, errRedirects):
 		return "avatar_unavailable: too many redirects"
+	case errors.Is(err, errFetch):
+		return "avatar_unavailable: could not fetch the image"
 	}
 	var se *statusError
 	if errors.As(err, &se) {
