@@ -20,7 +20,7 @@ run: setup
 
 ## test: vet, then every test against the real local stand-ins
 test: setup lint
-	$(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -timeout 15m ./...
 
 lint:
 	@unformatted=$$(gofmt -l $$(find functions gpu-fleet shared scripts -name '*.go' -not -path '*/node_modules/*') 2>/dev/null); \

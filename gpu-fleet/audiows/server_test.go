@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -163,6 +164,13 @@ func (c *client) init() {
 	if got := m.str("session_id"); got != sessionID {
 		c.t.Fatalf("connection.established session_id: got %q, want %q", got, sessionID)
 	}
+}
+
+// isTimeout reports a read that hit the test's own deadline: the server
+// never closed the connection.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func pcmBytes(n int, v int16) []byte {
@@ -489,6 +497,13 @@ func TestSlowClientIsDisconnected(t *testing.T) {
 	if err := ws.WriteJSON(message{"type": "session.init", "session_id": sessionID, "session_token": token}); err != nil {
 		t.Fatal(err)
 	}
+	// Events emitted before the server attached this connection would be
+	// dropped unsent, and the client below would then wait for nothing.
+	ws.SetReadDeadline(time.Now().Add(wait))
+	var established message
+	if err := ws.ReadJSON(&established); err != nil || established.str("type") != audiows.TypeConnectionEstablished {
+		t.Fatalf("first message: got %v (%v), want %s", established, err, audiows.TypeConnectionEstablished)
+	}
 	// The client reads nothing while the server emits far more than the
 	// socket buffers and the queue hold.
 	const emitted = 200000
@@ -497,7 +512,11 @@ func TestSlowClientIsDisconnected(t *testing.T) {
 	}
 	received := 0
 	for {
-		if _, _, err := ws.ReadMessage(); err != nil {
+		_, _, err := ws.ReadMessage()
+		if isTimeout(err) {
+			t.Fatalf("server still connected to a client that did not read, after %d messages", received)
+		}
+		if err != nil {
 			break
 		}
 		received++
@@ -528,9 +547,13 @@ func TestSilentClientTimesOut(t *testing.T) {
 	ws.WriteJSON(message{"type": "session.init", "session_id": sessionID, "session_token": token})
 	// A client whose pong handler never answers looks dead to the server.
 	ws.SetPingHandler(func(string) error { return nil })
+	ws.SetReadDeadline(time.Now().Add(wait))
 	var lastErr error
 	for lastErr == nil {
 		_, _, lastErr = ws.ReadMessage()
+	}
+	if isTimeout(lastErr) {
+		t.Fatal("server kept a client that never answered pings")
 	}
 	if websocket.IsCloseError(lastErr, websocket.CloseNormalClosure) {
 		t.Fatalf("read error: got normal closure, want the connection dropped for silence")
@@ -542,7 +565,9 @@ func TestSilentClientTimesOut(t *testing.T) {
 func TestFirstMessageIsBounded(t *testing.T) {
 	f := newFixture(t, audiows.Limits{InitMessageBytes: 1024})
 	c := dial(t, f.url(sessionID))
-	c.send(message{"type": "session.init", "session_id": sessionID, "session_token": token, "padding": strings.Repeat("x", 8<<10)})
+	// The server may refuse the frame while it is still being written, so
+	// the write itself may fail; the close code below is what matters.
+	c.ws.WriteJSON(message{"type": "session.init", "session_id": sessionID, "session_token": token, "padding": strings.Repeat("x", 8<<10)})
 	if got := c.closed(); got != websocket.CloseMessageTooBig {
 		t.Fatalf("close code: got %d, want %d (message too big)", got, websocket.CloseMessageTooBig)
 	}

@@ -281,6 +281,7 @@ func TestSessionEndReasons(t *testing.T) {
 		defer ws.Close()
 		ws.WriteJSON(map[string]any{"type": "session.init", "session_id": "sess_stopped", "session_token": "tok-sess_stopped"})
 		var msg map[string]any
+		ws.SetReadDeadline(time.Now().Add(liveness))
 		if err := ws.ReadJSON(&msg); err != nil || msg["type"] != audiows.TypeError {
 			t.Fatalf("init on an ended session: got %v (%v), want an error", msg, err)
 		}
