@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need, idempotently and with
-# progress lines: Debian packages (libvpx, libopus, Java, Chromium), the npm
+# progress lines: Debian packages (libvpx, libopus, Java, Chromium, ffmpeg for video moderation), the npm
 # stand-ins under scripts/ (DynamoDB Local, SQS server, browser tooling), and
 # livekit-server built from its pinned Go module. A second run is fast.
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$root"
 say() { echo "setup: $*"; }
 
 LIVEKIT_VERSION=1.13.5
-APT_PACKAGES=(libvpx-dev libopus-dev pkg-config default-jre-headless chromium)
+APT_PACKAGES=(libvpx-dev libopus-dev pkg-config default-jre-headless chromium ffmpeg)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

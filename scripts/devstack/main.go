@@ -125,7 +125,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	say("starting livekit-server %s on 127.0.0.1:%d", localstack.LiveKitVersion, livekitPort)
-	lk, err := localstack.StartLiveKit(ctx, localstack.Options{Port: livekitPort, LogDir: logDir, APIKey: liveKitKeyID, APISecret: secret})
+	lk, err := localstack.StartLiveKit(ctx, localstack.Options{Port: livekitPort, LogDir: logDir, APIKey: liveKitKeyID, APISecret: secret,
+		WebhookURLs: []string{"http://" + apiAddr + "/v1/livekit/webhook"}})
 	if err != nil {
 		return err
 	}
@@ -134,10 +135,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	say("creating the tables, queue and bucket from template.yaml")
 	env, err := localstack.CreateStack(ctx, filepath.Join(root, "template.yaml"), localstack.Endpoints{
 		DynamoDB: db.Endpoint, SQS: q.Endpoint, S3: s3.Endpoint,
-	}, "local")
+	}, "local", localstack.LocalEnv(s3.Endpoint, "http://"+webAddr+"/link/", lk))
 	if err != nil {
 		return err
 	}
+	env["MEDIA_BASE_URL"] = s3.Endpoint + "/" + env["MEDIA_BUCKET"]
 	cfg, err := app.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		return err

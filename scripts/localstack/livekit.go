@@ -28,6 +28,7 @@ type LiveKit struct {
 	// ConfigPath is the YAML file the server was started with.
 	ConfigPath string
 	proc       *Process
+	webhooks   []string
 }
 
 // LiveKitBinary returns where scripts/setup.sh installs livekit-server.
@@ -73,6 +74,7 @@ func StartLiveKit(ctx context.Context, opts Options) (*LiveKit, error) {
 		Port:      port,
 		UDPPort:   udpPort,
 		TCPPort:   tcpPort,
+		webhooks:  opts.WebhookURLs,
 	}
 	if lk.APIKey == "" {
 		lk.APIKey = "devkey"
@@ -125,6 +127,12 @@ func (lk *LiveKit) config() string {
 	b.WriteString("  interfaces:\n    includes: [\"lo\"]\n")
 	b.WriteString("keys:\n")
 	fmt.Fprintf(&b, "  %s: %s\n", lk.APIKey, lk.APISecret)
+	if len(lk.webhooks) > 0 {
+		fmt.Fprintf(&b, "webhook:\n  api_key: %s\n  urls:\n", lk.APIKey)
+		for _, u := range lk.webhooks {
+			fmt.Fprintf(&b, "    - %q\n", u)
+		}
+	}
 	b.WriteString("logging:\n  level: info\n  json: true\n  pion_level: warn\n")
 	return b.String()
 }

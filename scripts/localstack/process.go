@@ -50,6 +50,8 @@ type Options struct {
 	// "devkey" and a random secret. Only StartLiveKit uses them.
 	APIKey    string
 	APISecret string
+	// WebhookURLs receive livekit-server's signed webhooks (StartLiveKit only).
+	WebhookURLs []string
 	// StartTimeout bounds the wait for the port to answer; 0 means
 	// DefaultStartTimeout.
 	StartTimeout time.Duration

@@ -151,7 +151,8 @@ var subRef = regexp.MustCompile(`\$\{([A-Za-z0-9:]+)\}`)
 // returns them), then params, then a parameter's Default; AWS::Region is
 // Region. A value that cannot be resolved is an error, so the local stack
 // never runs with a variable AWS would have set.
-func (t *Template) FunctionEnvironment(refs, params map[string]string) (map[string]string, error) {
+// Variables in given are not resolved: their given values are used.
+func (t *Template) FunctionEnvironment(refs, params map[string]string, given ...map[string]string) (map[string]string, error) {
 	resolve := func(name string) (string, bool) {
 		if v, ok := refs[name]; ok {
 			return v, true
@@ -171,6 +172,10 @@ func (t *Template) FunctionEnvironment(refs, params map[string]string) (map[stri
 	vars := mapValue(mapValue(mapValue(mapValue(t.root, "Globals"), "Function"), "Environment"), "Variables")
 	for i := 0; vars != nil && i+1 < len(vars.Content); i += 2 {
 		key, val := vars.Content[i].Value, vars.Content[i+1]
+		if v, ok := lookupGiven(given, key); ok {
+			env[key] = v
+			continue
+		}
 		switch {
 		case val.Tag == "!Ref" || mapValue(val, "Ref") != nil:
 			name := val.Value
@@ -205,6 +210,15 @@ func (t *Template) FunctionEnvironment(refs, params map[string]string) (map[stri
 		}
 	}
 	return env, nil
+}
+
+func lookupGiven(given []map[string]string, key string) (string, bool) {
+	for _, g := range given {
+		if v, ok := g[key]; ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 func createTable(ctx context.Context, c *dynamodb.Client, name string, p *yaml.Node) error {

@@ -209,7 +209,9 @@ func TestCreateFromTemplate(t *testing.T) {
 	})
 
 	t.Run("CreateStack environment", func(t *testing.T) {
-		env, err := localstack.CreateStack(ctx, repoTemplate(t), ep, "t")
+		env, err := localstack.CreateStack(ctx, repoTemplate(t), ep, "t", map[string]string{
+			"MEDIA_BASE_URL": "http://127.0.0.1:1/media", "LINK_PAGE_URL": "http://127.0.0.1:1/link/",
+		})
 		if err != nil {
 			t.Fatalf("CreateStack: %v", err)
 		}
@@ -217,6 +219,7 @@ func TestCreateFromTemplate(t *testing.T) {
 			"USERS_TABLE":               refs["UsersTable"],
 			"SESSIONS_TABLE":            refs["SessionsTable"],
 			"MEDIA_BUCKET":              refs["MediaBucket"],
+			"MEDIA_BASE_URL":            "http://127.0.0.1:1/media",
 			"AWS_REGION":                localstack.Region,
 			"AWS_ENDPOINT_URL_DYNAMODB": ep.DynamoDB,
 			"AWS_ENDPOINT_URL_SQS":      ep.SQS,

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -58,9 +60,12 @@ func (c *Clock) Advance(d time.Duration) {
 type Stack struct {
 	App    *app.App
 	Server *httptest.Server
-	Clock  *Clock
-	Env    map[string]string
-	stops  []func() error
+	// LiveKit is a livekit-server whose webhooks go to Server, and which the
+	// API uses for the rooms it creates (links, rooms/initiate).
+	LiveKit *localstack.LiveKit
+	Clock   *Clock
+	Env     map[string]string
+	stops   []func() error
 }
 
 // Start brings up DynamoDB Local, the SQS server and S3, creates the
@@ -111,12 +116,29 @@ func start(ctx context.Context, realClock bool) (*Stack, error) {
 	}
 	s.stops = append(s.stops, s3.Stop)
 
-	env, err := localstack.CreateStack(ctx, filepath.Join(root, "template.yaml"), localstack.Endpoints{
-		DynamoDB: db.Endpoint, SQS: q.Endpoint, S3: s3.Endpoint,
-	}, "test")
+	// The API's address must be known before livekit-server starts, to
+	// send it webhooks.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
+	apiURL := "http://" + ln.Addr().String()
+	lk, err := localstack.StartLiveKit(ctx, localstack.Options{LogDir: logDir, WebhookURLs: []string{apiURL + "/v1/livekit/webhook"}})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("start livekit-server: %w", err)
+	}
+	s.stops = append(s.stops, lk.Stop)
+	s.LiveKit = lk
+
+	env, err := localstack.CreateStack(ctx, filepath.Join(root, "template.yaml"), localstack.Endpoints{
+		DynamoDB: db.Endpoint, SQS: q.Endpoint, S3: s3.Endpoint,
+	}, "test", localstack.LocalEnv(s3.Endpoint, "http://127.0.0.1:1/link/", lk))
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	env["MEDIA_BASE_URL"] = s3.Endpoint + "/" + env["MEDIA_BUCKET"]
 	s.Env = env
 	cfg, err := app.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -131,7 +153,8 @@ func start(ctx context.Context, realClock bool) (*Stack, error) {
 		return nil, err
 	}
 	s.App = a
-	s.Server = httptest.NewServer(a.Handler())
+	s.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: a.Handler()}}
+	s.Server.Start()
 	s.stops = append(s.stops, func() error { s.Server.Close(); return nil })
 	ok = true
 	return s, nil

@@ -17,13 +17,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	lkauth "github.com/livekit/protocol/auth"
+
+	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/shared/accounts"
+	"avatarsvc/shared/agents"
 	"avatarsvc/shared/auth"
+	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/httpapi"
 	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/links"
 	"avatarsvc/shared/media"
 	"avatarsvc/shared/ratelimit"
 	"avatarsvc/shared/reaper"
+	"avatarsvc/shared/roomhost"
+	"avatarsvc/shared/rooms"
 	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/store"
 )
@@ -43,6 +51,21 @@ type Config struct {
 	// RoomPlatforms the renderers can join (ROOM_PLATFORMS, comma-separated;
 	// default livekit). Create Session refuses the others with a clear 400.
 	RoomPlatforms []string
+	// MediaBaseURL serves the media bucket's objects to browsers and
+	// callers (MEDIA_BASE_URL: a CloudFront distribution in AWS).
+	MediaBaseURL string
+	// LinkPageURL is the link page; a link's url is LinkPageURL#<link_id>.
+	LinkPageURL string
+	// LiveKit is the room platform for rooms the service creates (links,
+	// rooms/initiate): LIVEKIT_URL, LIVEKIT_API_KEY, LIVEKIT_API_SECRET.
+	// Empty: those endpoints answer that no room platform is configured.
+	LiveKitURL, LiveKitAPIKey, LiveKitAPISecret string
+	// DefaultAvatar is rooms/initiate's avatar when none is given.
+	DefaultAvatar string
+	// Moderation of avatar uploads (MODERATION=off turns it off); FFmpeg
+	// is the binary that reads video uploads (FFMPEG_PATH).
+	Moderation bool
+	FFmpeg     string
 }
 
 // ConfigFromEnv reads Config; every table, the queue and the bucket must be named.
@@ -52,7 +75,17 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Tables: store.Tables{
 			Users: getenv("USERS_TABLE"), APIKeys: getenv("API_KEYS_TABLE"),
 			Sessions: getenv("SESSIONS_TABLE"), RateLimits: getenv("RATE_LIMITS_TABLE"),
+			Avatars: getenv("AVATARS_TABLE"), Agents: getenv("AGENTS_TABLE"), Links: getenv("LINKS_TABLE"),
+			Counters: getenv("COUNTERS_TABLE"),
 		},
+		MediaBaseURL:     getenv("MEDIA_BASE_URL"),
+		LinkPageURL:      getenv("LINK_PAGE_URL"),
+		LiveKitURL:       getenv("LIVEKIT_URL"),
+		LiveKitAPIKey:    getenv("LIVEKIT_API_KEY"),
+		LiveKitAPISecret: getenv("LIVEKIT_API_SECRET"),
+		DefaultAvatar:    getenv("DEFAULT_AVATAR"),
+		Moderation:       getenv("MODERATION") != "off",
+		FFmpeg:           getenv("FFMPEG_PATH"),
 		QueueURL:         getenv("SESSION_QUEUE_URL"),
 		MediaBucket:      getenv("MEDIA_BUCKET"),
 		DynamoDBEndpoint: getenv("AWS_ENDPOINT_URL_DYNAMODB"),
@@ -69,6 +102,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	for name, v := range map[string]string{
 		"USERS_TABLE": c.Tables.Users, "API_KEYS_TABLE": c.Tables.APIKeys, "SESSIONS_TABLE": c.Tables.Sessions,
 		"RATE_LIMITS_TABLE": c.Tables.RateLimits, "SESSION_QUEUE_URL": c.QueueURL, "MEDIA_BUCKET": c.MediaBucket,
+		"AVATARS_TABLE": c.Tables.Avatars, "AGENTS_TABLE": c.Tables.Agents, "LINKS_TABLE": c.Tables.Links,
+		"COUNTERS_TABLE": c.Tables.Counters, "MEDIA_BASE_URL": c.MediaBaseURL, "LINK_PAGE_URL": c.LinkPageURL,
 	} {
 		if v == "" {
 			return c, fmt.Errorf("environment variable %s is not set", name)
@@ -86,6 +121,11 @@ func (c Config) Env() []string {
 		"SESSION_QUEUE_URL=" + c.QueueURL, "MEDIA_BUCKET=" + c.MediaBucket,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + c.DynamoDBEndpoint, "AWS_ENDPOINT_URL_SQS=" + c.SQSEndpoint,
 		"AWS_ENDPOINT_URL_S3=" + c.S3Endpoint, "ROOM_PLATFORMS=" + strings.Join(c.RoomPlatforms, ","),
+		"AVATARS_TABLE=" + c.Tables.Avatars, "AGENTS_TABLE=" + c.Tables.Agents, "LINKS_TABLE=" + c.Tables.Links,
+		"COUNTERS_TABLE=" + c.Tables.Counters, "MEDIA_BASE_URL=" + c.MediaBaseURL, "LINK_PAGE_URL=" + c.LinkPageURL,
+		"LIVEKIT_URL=" + c.LiveKitURL, "LIVEKIT_API_KEY=" + c.LiveKitAPIKey, "LIVEKIT_API_SECRET=" + c.LiveKitAPISecret,
+		"DEFAULT_AVATAR=" + c.DefaultAvatar, "MODERATION=" + map[bool]string{true: "on", false: "off"}[c.Moderation],
+		"FFMPEG_PATH=" + c.FFmpeg,
 	}
 }
 
@@ -95,6 +135,10 @@ type App struct {
 	AWS      aws.Config
 	Store    *store.Store
 	Sessions *sessions.Service
+	Avatars  *avatars.Service
+	Agents   *agents.Service
+	Links    *links.Service
+	Rooms    *rooms.LiveKit // nil without LiveKit settings
 	Accounts *accounts.Service
 	Queue    *jobs.Queue
 	Reaper   *reaper.Reaper
@@ -134,12 +178,32 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 		}
 	})
 	queue := jobs.NewQueue(sqsClient, c.QueueURL)
-	svc := sessions.New(st, queue, media.NewBucket(s3Client, c.MediaBucket), now, log, c.RoomPlatforms...)
+	bucket := media.NewBucket(s3Client, c.MediaBucket)
+	var moderator avatars.Moderator
+	if c.Moderation {
+		moderator = avatar.Moderation{FFmpeg: c.FFmpeg}
+	}
+	svc := sessions.New(st, queue, bucket, now, log, c.RoomPlatforms...)
+	avatarSvc := avatars.New(st, bucket, moderator, c.MediaBaseURL, now, log)
+	svc.UseAvatars(avatarSvc)
+	agentSvc := agents.New(st, avatarSvc, now)
+	lk := rooms.New(c.LiveKitURL, c.LiveKitAPIKey, c.LiveKitAPISecret)
+	var host links.RoomHost
+	var roomHost roomhost.RoomHost
+	var webhookKeys lkauth.KeyProvider
+	if lk != nil { // a nil *LiveKit in an interface would not read as nil
+		host, roomHost = lk, lk
+		webhookKeys = lkauth.NewSimpleKeyProvider(c.LiveKitAPIKey, c.LiveKitAPISecret)
+	}
+	linkSvc := links.New(st, agentSvc, avatarSvc, svc, host, c.LinkPageURL, now)
 	return &App{
-		Config: c, AWS: cfg, Store: st, Sessions: svc, Accounts: accounts.New(st, now), Queue: queue,
+		Config: c, AWS: cfg, Store: st, Sessions: svc, Avatars: avatarSvc, Agents: agentSvc, Links: linkSvc, Rooms: lk,
+		Accounts: accounts.New(st, now), Queue: queue,
 		Reaper: reaper.New(st, svc, reaper.DefaultPolicy, now, log), SQS: sqsClient, S3: s3Client,
 		Deps: httpapi.Deps{
-			Sessions: svc, Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
+			Sessions: svc, Avatars: avatarSvc, Agents: agentSvc, Links: linkSvc,
+			RoomHost: roomhost.New(svc, avatarSvc, roomHost, c.DefaultAvatar, log), WebhookKeys: webhookKeys,
+			Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
 		},
 	}, nil
 }

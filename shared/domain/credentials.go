@@ -83,9 +83,10 @@ func NewSessionToken() (token, hash string) {
 	return token, HashSecret(token)
 }
 
-// NewID returns a prefixed ULID: sortable by creation time, 80 random bits.
+// NewID returns a prefixed ULID: sortable by creation time, with 80 random
+// bits from crypto/rand (ulid.Make would draw them from math/rand).
 func NewID(prefix string) string {
-	return prefix + ulid.Make().String()
+	return prefix + ulid.MustNew(ulid.Now(), rand.Reader).String()
 }
 
 // NewUserID returns a new account id.

@@ -14,11 +14,13 @@ type Code string
 const (
 	Invalid       Code = "invalid"        // the request is malformed or a value is out of range
 	NotFound      Code = "not_found"      // missing, or owned by another tenant (answered the same)
+	NotAllowed    Code = "not_allowed"    // a known path with a method it does not serve
 	Conflict      Code = "conflict"       // the resource's state does not allow the operation
 	Unauthorized  Code = "unauthorized"   // no, unknown or deactivated credentials
 	Forbidden     Code = "forbidden"      // authenticated but not allowed
 	LimitExceeded Code = "limit_exceeded" // a plan limit: concurrency, minutes, avatars
 	TooLarge      Code = "too_large"      // a body or file over its size bound
+	Unacceptable  Code = "unacceptable"   // an upload of the wrong type, or one moderation refused
 	RateLimited   Code = "rate_limited"   // per-key request rate
 	Unavailable   Code = "unavailable"    // a dependency is down; retrying later may work
 	Internal      Code = "internal"       // a bug or an unexpected dependency answer

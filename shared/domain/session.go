@@ -50,6 +50,15 @@ type Session struct {
 	ServedAt  time.Time
 	EndReason string
 	Billing   *Billing
+	// Sessions the service started in a room it created carry where they
+	// came from: the agent (its voice-agent settings), the link, and the
+	// room's name.
+	AgentID  string
+	LinkID   string
+	RoomName string
+	// VoiceID and Transcription configure the voice pipeline.
+	VoiceID       string
+	Transcription bool
 }
 
 // End reasons recorded on ended sessions (Get Session shows them). Avatar

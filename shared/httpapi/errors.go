@@ -31,6 +31,10 @@ func statusOf(code domain.Code) int {
 		return http.StatusForbidden
 	case domain.NotFound:
 		return http.StatusNotFound
+	case domain.NotAllowed:
+		return http.StatusMethodNotAllowed
+	case domain.Unacceptable:
+		return http.StatusUnsupportedMediaType
 	case domain.RateLimited:
 		return http.StatusTooManyRequests
 	case domain.Unavailable:

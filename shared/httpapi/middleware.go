@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/ratelimit"
 )
 
 type ctxKey int
@@ -105,7 +106,11 @@ func withRequestContext(log *slog.Logger, next http.Handler) http.Handler {
 // throttled too.
 func withRoute(d Deps, rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		limit := int64(MaxBodyBytes)
+		if rt.MaxBody > 0 {
+			limit = rt.MaxBody
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		subject := "ip:" + clientIP(r)
 		var authErr error
 		if !rt.Public {
@@ -143,6 +148,14 @@ func withRoute(d Deps, rt Route) http.Handler {
 			writeError(w, r, d.Log, rt.Style, err, 0)
 		}
 	})
+}
+
+// withFallback answers paths and methods no route serves with err, rate
+// limited per client address like any unauthenticated request, so the
+// RateLimit headers are on these responses too.
+func withFallback(d Deps, style errorStyle, err error) http.Handler {
+	return withRoute(d, Route{Style: style, Class: ratelimit.Read, Public: true,
+		handler: func(http.ResponseWriter, *http.Request) error { return err }})
 }
 
 func clientIP(r *http.Request) string {

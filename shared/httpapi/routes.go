@@ -7,10 +7,17 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/livekit/protocol/auth"
+
+	"avatarsvc/shared/agents"
+	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/links"
 	"avatarsvc/shared/ratelimit"
+	"avatarsvc/shared/roomhost"
 	"avatarsvc/shared/sessions"
 )
 
@@ -27,7 +34,9 @@ type Route struct {
 	// Class is the rate-limit quota the route counts against.
 	Class ratelimit.Class
 	// Public routes need no API key.
-	Public  bool
+	Public bool
+	// MaxBody bounds the request body; 0 means MaxBodyBytes.
+	MaxBody int64
 	handler handlerFunc
 }
 
@@ -37,7 +46,13 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // Deps are what the handlers need.
 type Deps struct {
-	Sessions      *sessions.Service
+	Sessions *sessions.Service
+	Avatars  *avatars.Service
+	Agents   *agents.Service
+	Links    *links.Service
+	RoomHost *roomhost.Service
+	// WebhookKeys verify LiveKit's webhooks; nil when no LiveKit is configured.
+	WebhookKeys   auth.KeyProvider
 	Authenticator Authenticator
 	Limiter       Limiter
 	Log           *slog.Logger
@@ -74,6 +89,46 @@ func Routes(d Deps) []Route {
 			handler: handleDeleteSession(d.Sessions)},
 		{Name: "usage-get", Method: "GET", Path: "/usage", Style: structured, Class: ratelimit.Read,
 			handler: handleUsage(d.Sessions, d.Now)},
+
+		{Name: "rooms-initiate", Method: "POST", Path: "/rooms/initiate", Style: structured, Class: ratelimit.SessionStart,
+			handler: handleInitiateRoom(d.RoomHost)},
+		{Name: "livekit-webhook", Method: "POST", Path: "/livekit/webhook", Style: structured, Class: ratelimit.Write, Public: true,
+			handler: handleLiveKitWebhook(d.RoomHost, d.WebhookKeys)},
+
+		{Name: "avatars-upload", Method: "POST", Path: "/avatars/upload", Style: plainString, Class: ratelimit.Write,
+			MaxBody: maxUploadBody, handler: handleUploadAvatar(d.Avatars)},
+		{Name: "avatars-list", Method: "GET", Path: "/avatars", Style: structured, Class: ratelimit.Read,
+			handler: handleListAvatars(d.Avatars)},
+		{Name: "avatars-update", Method: "PUT", Path: "/avatars/{id}", Style: plainString, Class: ratelimit.Write,
+			handler: handleUpdateAvatar(d.Avatars)},
+		{Name: "avatars-delete", Method: "DELETE", Path: "/avatars/{id}", Style: structured, Class: ratelimit.Write,
+			handler: handleDeleteAvatar(d.Avatars)},
+		{Name: "avatars-preview", Method: "POST", Path: "/avatars/preview", Style: structured, Class: ratelimit.Write,
+			handler: handlePreviewAvatar(d.Links)},
+
+		{Name: "agents-create", Method: "POST", Path: "/agents", Style: structured, Class: ratelimit.Write,
+			handler: handleCreateAgent(d.Agents)},
+		{Name: "agents-list", Method: "GET", Path: "/agents", Style: structured, Class: ratelimit.Read,
+			handler: handleListAgents(d.Agents)},
+		{Name: "agents-get", Method: "GET", Path: "/agents/{agent_id}", Style: structured, Class: ratelimit.Read,
+			handler: handleGetAgent(d.Agents)},
+		{Name: "agents-update", Method: "PUT", Path: "/agents/{agent_id}", Style: structured, Class: ratelimit.Write,
+			handler: handleUpdateAgent(d.Agents)},
+		{Name: "agents-delete", Method: "DELETE", Path: "/agents/{agent_id}", Style: structured, Class: ratelimit.Write,
+			handler: handleDeleteAgent(d.Agents)},
+		{Name: "agents-duplicate", Method: "POST", Path: "/agents/{id}/duplicate", Style: plainString, Class: ratelimit.Write,
+			handler: handleDuplicateAgent(d.Agents)},
+
+		{Name: "links-create", Method: "POST", Path: "/links", Style: structured, Class: ratelimit.Write,
+			handler: handleCreateLink(d.Links, d.Now)},
+		{Name: "links-list", Method: "GET", Path: "/links", Style: structured, Class: ratelimit.Read,
+			handler: handleListLinks(d.Links, d.Now)},
+		{Name: "links-update", Method: "PUT", Path: "/links/{link_id}", Style: structured, Class: ratelimit.Write,
+			handler: handleUpdateLink(d.Links, d.Now)},
+		{Name: "links-delete", Method: "DELETE", Path: "/links/{link_id}", Style: structured, Class: ratelimit.Write,
+			handler: handleDeleteLink(d.Links)},
+		{Name: "links-start-session", Method: "POST", Path: "/links/start-session", Style: structured, Class: ratelimit.SessionStart,
+			Public: true, handler: handleStartViaLink(d.Links, d.Limiter)},
 	}
 }
 
@@ -85,7 +140,7 @@ func NewHandler(d Deps, only ...string) http.Handler {
 		want[n] = true
 	}
 	mux := http.NewServeMux()
-	paths := map[string]bool{}
+	methods := map[string]map[string]bool{} // path -> methods served
 	for _, rt := range Routes(d) {
 		if len(want) > 0 && !want[rt.Name] {
 			continue
@@ -93,20 +148,55 @@ func NewHandler(d Deps, only ...string) http.Handler {
 		h := withRoute(d, rt)
 		for _, p := range Prefixes {
 			mux.Handle(rt.Method+" "+p+rt.Path, h)
-			paths[p+rt.Path] = true
+			if methods[p+rt.Path] == nil {
+				methods[p+rt.Path] = map[string]bool{}
+			}
+			methods[p+rt.Path][rt.Method] = true
 		}
 	}
 	// A known path with another method answers 405 in the JSON shape rather
-	// than ServeMux's plain text.
-	for p := range paths {
-		mux.Handle(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, r, d.Log, structured, &domain.Error{Code: domain.Invalid, Message: "Method not allowed",
-				Suggestion: "See the API reference for the methods this path accepts"}, http.StatusMethodNotAllowed)
-		}))
+	// than ServeMux's plain text. The fallbacks are registered per method so
+	// they never overlap ambiguously with a wildcard route of another path.
+	fallback := withFallback(d, structured, domain.Errorf(domain.NotAllowed, "Method not allowed").
+		WithSuggestion("See the API reference for the methods this path accepts"))
+	for p, served := range methods {
+		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+			if !served[m] && !(m == "GET" && served["HEAD"]) {
+				if !overlapsRoute(methods, m, p) {
+					mux.Handle(m+" "+p, fallback)
+				}
+			}
+		}
 	}
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, d.Log, structured, domain.Errorf(domain.NotFound, "Not found").
-			WithSuggestion("Check the path; endpoints live under /v1/... and /api/v1/..."), 0)
-	}))
+	mux.Handle("/", withFallback(d, structured, domain.Errorf(domain.NotFound, "Not found").
+		WithSuggestion("Check the path; endpoints live under /v1/... and /api/v1/...")))
 	return withRequestContext(d.Log, mux)
+}
+
+// overlapsRoute reports whether "m p" would also match a served route of
+// another path with the same method (a literal path beside a wildcard one,
+// such as PUT /v1/avatars/upload beside PUT /v1/avatars/{id}); the served
+// route then answers, as it should.
+func overlapsRoute(methods map[string]map[string]bool, m, p string) bool {
+	for q, served := range methods {
+		if q != p && served[m] && samePathShape(p, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// samePathShape reports whether two patterns can match one path: equal
+// segment counts, and each segment pair equal or one of them a wildcard.
+func samePathShape(a, b string) bool {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	if len(as) != len(bs) {
+		return false
+	}
+	for i := range as {
+		if as[i] != bs[i] && !strings.HasPrefix(as[i], "{") && !strings.HasPrefix(bs[i], "{") {
+			return false
+		}
+	}
+	return true
 }

@@ -261,7 +261,9 @@ func TestCreateSessionValidation(t *testing.T) {
 		{"data URI bad base64", withAvatar("data:image/png;base64,!!!"), 400, "Invalid avatar format"},
 		{"data URI not an image", withAvatar("data:image/png;base64," + base64.StdEncoding.EncodeToString([]byte("hello world, not a png"))), 400, "Invalid avatar format"},
 		{"data URI type mismatch", withAvatar("data:image/jpeg;base64," + base64.StdEncoding.EncodeToString(face)), 400, "Invalid avatar format"},
-		{"avatar missing", withAvatar(""), 400, "avatar is required"},
+		{"avatar missing", withAvatar(""), 400, "Invalid avatar format"},
+		{"avatar id that does not exist", withAvatar("avat_01J0000000000000000000000"), 400, "Invalid avatar format"},
+		{"catalog id that does not exist", withAvatar("catalog/nobody/here"), 400, "Invalid avatar format"},
 		{"avatar wrong type", withAvatar(42), 400, "Field avatar must be a string"},
 		{"bad aspect ratio", func() any { b := validSession(); b["aspect_ratio"] = "16:9"; return b }(), 400, `Invalid aspect_ratio "16:9"`},
 		{"no room", func() any { b := validSession(); delete(b, "room"); return b }(), 400, "room is required"},
@@ -290,7 +292,7 @@ func TestCreateSessionValidation(t *testing.T) {
 		{"empty body", "", 400, "Request body is required"},
 		{"JSON array", "[1,2]", 400, "Request body must be a JSON object"},
 		{"huge body", `{"avatar":"` + strings.Repeat("a", 7<<20) + `"}`, 400, "Request body is too large"},
-		{"huge data URI", withAvatar("data:image/png;base64," + strings.Repeat("A", 5_600_000)), 400, "Avatar image is too large"},
+		{"huge data URI", withAvatar("data:image/png;base64," + strings.Repeat("A", 5_600_000)), 400, "Invalid avatar format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := call(t, "POST", "/v1/sessions", acct.LiveKey, tc.body)

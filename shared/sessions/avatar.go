@@ -23,7 +23,7 @@ const (
 	maxAvatarURLLength = 2048
 )
 
-const avatarFormats = "Pass an https:// image URL or a base64 data URI such as data:image/png;base64,iVBOR... (PNG, JPEG, GIF or WebP)"
+const avatarFormats = "Pass an avat_... id, a catalog avatar id, an https:// image URL or a base64 data URI such as data:image/png;base64,iVBOR... (PNG, JPEG, GIF or WebP)"
 
 // Avatar is a validated avatar value from a request.
 type Avatar struct {
@@ -71,8 +71,8 @@ func parseDataURI(v string) (Avatar, error) {
 		return Avatar{}, invalidAvatar("The image type " + mediaType + " is not supported. ")
 	}
 	if base64.StdEncoding.DecodedLen(len(payload)) > MaxAvatarBytes+3 {
-		return Avatar{}, domain.Errorf(domain.TooLarge, "Avatar image is too large").
-			WithSuggestion("Inline images are limited to 4 MiB; host larger images and pass an https:// URL")
+		return Avatar{}, domain.Errorf(domain.TooLarge, "Invalid avatar format").
+			WithSuggestion("The image is too large: inline data:image/... URIs are limited to 4 MiB; host larger images and pass an https:// URL")
 	}
 	data, err := base64.StdEncoding.DecodeString(payload)
 	if err != nil {
@@ -86,8 +86,8 @@ func parseDataURI(v string) (Avatar, error) {
 		return Avatar{}, invalidAvatar("The data is not a readable " + mediaType + " image. ")
 	}
 	if cfg.Width > MaxAvatarDimension || cfg.Height > MaxAvatarDimension || cfg.Width < 64 || cfg.Height < 64 {
-		return Avatar{}, domain.Errorf(domain.Invalid, "Avatar image dimensions are out of range").
-			WithSuggestion("Use an image between 64x64 and 4096x4096 pixels")
+		return Avatar{}, domain.Errorf(domain.Invalid, "Invalid avatar format").
+			WithSuggestion("The image's dimensions are out of range: use an image between 64x64 and 4096x4096 pixels")
 	}
 	return Avatar{Data: data, MediaType: mediaType}, nil
 }

@@ -23,9 +23,11 @@ type Store interface {
 	GetUser(ctx context.Context, id string) (domain.User, error)
 	CreateSession(ctx context.Context, s domain.Session) error
 	GetSession(ctx context.Context, userID, id string) (domain.Session, error)
+	GetSessionByID(ctx context.Context, id string) (domain.Session, error)
 	ListSessions(ctx context.Context, userID string, status domain.SessionStatus) ([]domain.Session, error)
 	DeleteCreatedSession(ctx context.Context, userID, id string) error
 	StartSession(ctx context.Context, p store.StartParams) error
+	StartNewSession(ctx context.Context, p store.StartParams, sess domain.Session, linkID string, now time.Time) error
 	EndSession(ctx context.Context, p store.EndParams) error
 	MarkJobEnqueued(ctx context.Context, id string, at time.Time) error
 	RenewJobDeadline(ctx context.Context, id string, deadline time.Time) error
@@ -34,6 +36,12 @@ type Store interface {
 // JobQueue takes renderer jobs.
 type JobQueue interface {
 	Enqueue(ctx context.Context, j jobs.StartJob) error
+}
+
+// Avatars resolves stored avatar ids (shared/avatars).
+type Avatars interface {
+	Get(ctx context.Context, userID, ref string) (domain.Avatar, error)
+	Source(a domain.Avatar) domain.AvatarSource
 }
 
 // MediaStore keeps avatar images given inline.
@@ -51,6 +59,18 @@ type Service struct {
 	now       func() time.Time
 	log       *slog.Logger
 	platforms map[string]bool
+	avatars   Avatars
+}
+
+// UseAvatars lets Create Session take stored avatar ids (avat_... and
+// catalog ids) besides images.
+func (s *Service) UseAvatars(a Avatars) { s.avatars = a }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // New returns a Service. now is the clock (time.Now in production).
@@ -98,11 +118,24 @@ const (
 // Create validates and stores a new session in the created state.
 func (s *Service) Create(ctx context.Context, userID, keyMode string, in CreateInput) (Created, error) {
 	if in.Avatar == "" {
-		return Created{}, domain.Errorf(domain.Invalid, "avatar is required").WithSuggestion(avatarFormats)
+		return Created{}, invalidAvatar("avatar is required. ")
 	}
-	av, err := ParseAvatar(in.Avatar)
-	if err != nil {
-		return Created{}, err
+	var stored *domain.Avatar
+	var av Avatar
+	if domain.IsAvatarRef(in.Avatar) && s.avatars != nil {
+		a, err := s.avatars.Get(ctx, userID, in.Avatar)
+		if errors.Is(err, domain.ErrAvatarNotFound) {
+			return Created{}, invalidAvatar("No avatar " + truncate(in.Avatar, 64) + " exists in your account or the catalog. ")
+		}
+		if err != nil {
+			return Created{}, err
+		}
+		stored = &a
+	} else {
+		var err error
+		if av, err = ParseAvatar(in.Avatar); err != nil {
+			return Created{}, err
+		}
 	}
 	ar := in.AspectRatio
 	if ar == "" {
@@ -126,9 +159,12 @@ func (s *Service) Create(ctx context.Context, userID, keyMode string, in CreateI
 		ID: domain.NewSessionID(), UserID: userID, KeyMode: keyMode, Status: domain.StatusCreated,
 		TokenHash: hash, AspectRatio: ar, Metadata: in.Metadata, Room: room, CreatedAt: now,
 	}
-	if av.URL != "" {
+	switch {
+	case stored != nil:
+		sess.Avatar = s.avatars.Source(*stored)
+	case av.URL != "":
 		sess.Avatar = domain.AvatarSource{URL: av.URL}
-	} else {
+	default:
 		key := "sessions/" + sess.ID + "/avatar"
 		if err := s.media.Put(ctx, key, av.Data, av.MediaType); err != nil {
 			return Created{}, &domain.Error{Code: domain.Unavailable, Message: "Could not store the avatar image, please retry", Err: err}
@@ -166,6 +202,12 @@ func (s *Service) validateRoom(r *domain.Room) (domain.Room, error) {
 			WithSuggestion("Pass a join token for the room (LiveKit rooms need one)")
 	}
 	return room, nil
+}
+
+// GetByID reads a session whoever owns it, for trusted callers only
+// (verified LiveKit webhooks).
+func (s *Service) GetByID(ctx context.Context, id string) (domain.Session, error) {
+	return s.store.GetSessionByID(ctx, id)
 }
 
 // Get returns one of the caller's sessions.
@@ -211,29 +253,13 @@ func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event)
 			return false, nil
 		}
 
-		user, err := s.store.GetUser(ctx, userID)
+		now := s.now().UTC()
+		params, err := s.startParams(ctx, userID, id, now)
 		if err != nil {
 			return false, err
 		}
-		now := s.now().UTC()
-		plan := user.EffectivePlan(now)
-		if user.ActiveSessions >= plan.MaxConcurrent {
-			return false, domain.Errorf(domain.LimitExceeded, "Concurrent session limit reached").
-				WithSuggestion(fmt.Sprintf("The %s plan allows %d concurrent sessions; end a running session or upgrade the plan", plan.Name, plan.MaxConcurrent))
-		}
-		left := user.MinutesRemaining(now)
-		if left <= 0 {
-			return false, domain.Errorf(domain.LimitExceeded, "No minutes remaining").
-				WithSuggestion("Purchase more minutes or wait for the next billing period, which starts " +
-					user.CurrentPeriod(now).End.Format(time.RFC3339))
-		}
-		period := user.CurrentPeriod(now)
-		exp := domain.Expiration(now, plan, left)
-		deadline := now.Add(jobs.ClaimWindow)
-		err = s.store.StartSession(ctx, store.StartParams{
-			SessionID: id, UserID: userID, StartedAt: now, Expiration: exp, JobDeadline: deadline,
-			MaxConcurrent: plan.MaxConcurrent, Period: period, IncludedMinutes: plan.IncludedMinutes,
-		})
+		exp, deadline := params.Expiration, params.JobDeadline
+		err = s.store.StartSession(ctx, params)
 		if errors.Is(err, store.ErrSessionChanged) || errors.Is(err, store.ErrAccountLimit) {
 			return true, nil // decide again from fresh reads: the limit checks above then name the reason
 		}
@@ -250,6 +276,106 @@ func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event)
 		return Started{}, errBusy
 	}
 	return out, err
+}
+
+// startParams reads the account and checks its limits: a free concurrency
+// slot and minutes left. The store's transaction checks them again.
+func (s *Service) startParams(ctx context.Context, userID, id string, now time.Time) (store.StartParams, error) {
+	user, err := s.store.GetUser(ctx, userID)
+	if err != nil {
+		return store.StartParams{}, err
+	}
+	plan := user.EffectivePlan(now)
+	if user.ActiveSessions >= plan.MaxConcurrent {
+		return store.StartParams{}, domain.Errorf(domain.LimitExceeded, "Concurrent session limit reached").
+			WithSuggestion(fmt.Sprintf("The %s plan allows %d concurrent sessions; end a running session or upgrade the plan", plan.Name, plan.MaxConcurrent))
+	}
+	left := user.MinutesRemaining(now)
+	if left <= 0 {
+		return store.StartParams{}, domain.Errorf(domain.LimitExceeded, "No minutes remaining").
+			WithSuggestion("Purchase more minutes or wait for the next billing period, which starts " +
+				user.CurrentPeriod(now).End.Format(time.RFC3339))
+	}
+	return store.StartParams{
+		SessionID: id, UserID: userID, StartedAt: now, Expiration: domain.Expiration(now, plan, left),
+		JobDeadline: now.Add(jobs.ClaimWindow), MaxConcurrent: plan.MaxConcurrent,
+		Period: user.CurrentPeriod(now), IncludedMinutes: plan.IncludedMinutes,
+	}, nil
+}
+
+// CheckQuota tells whether userID could start a session now (the spec's
+// link rule 3: the owner's quota is checked before anything is made).
+func (s *Service) CheckQuota(ctx context.Context, userID string) error {
+	_, err := s.startParams(ctx, userID, "", s.now().UTC())
+	return err
+}
+
+// Hosted is a session in a room the service created.
+type Hosted struct {
+	SessionID   string // chosen by the caller, so the room can be named after it
+	OwnerID     string
+	KeyMode     string
+	Avatar      domain.AvatarSource
+	AspectRatio string
+	Room        domain.Room // the renderer's address and token
+	RoomName    string
+	AgentID     string
+	LinkID      string
+	// VoiceID and Transcription are for the voice pipeline (rooms/initiate).
+	VoiceID       string
+	Transcription bool
+}
+
+func (h Hosted) session(now time.Time) domain.Session {
+	_, hash := domain.NewSessionToken() // ws_uri is not offered for hosted rooms: nobody holds the token
+	return domain.Session{
+		ID: h.SessionID, UserID: h.OwnerID, KeyMode: h.KeyMode, Status: domain.StatusCreated, TokenHash: hash,
+		AspectRatio: h.AspectRatio, Metadata: map[string]any{}, Room: h.Room, Avatar: h.Avatar, CreatedAt: now,
+		AgentID: h.AgentID, LinkID: h.LinkID, RoomName: h.RoomName, VoiceID: h.VoiceID, Transcription: h.Transcription,
+	}
+}
+
+// StartHosted creates and starts a session in one transaction with the
+// owner's concurrency slot and, for a link, the link's use. A link that no
+// longer allows it fails with store.ErrLinkChanged; the caller re-reads the
+// link to say why.
+func (s *Service) StartHosted(ctx context.Context, h Hosted) (domain.Session, error) {
+	var out domain.Session
+	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
+		now := s.now().UTC()
+		params, err := s.startParams(ctx, h.OwnerID, h.SessionID, now)
+		if err != nil {
+			return false, err
+		}
+		sess := h.session(now)
+		sess.Status, sess.StartedAt, sess.Expiration, sess.WSURI = domain.StatusStarted, now, params.Expiration, domain.TryAgain
+		sess.JobDeadline = params.JobDeadline
+		err = s.store.StartNewSession(ctx, params, sess, h.LinkID, now)
+		if errors.Is(err, store.ErrAccountLimit) {
+			return true, nil // decide again: the limit checks then name the reason
+		}
+		if err != nil {
+			return false, err
+		}
+		s.send(ctx, sess)
+		out = sess
+		return false, nil
+	})
+	if exhausted {
+		return domain.Session{}, errBusy
+	}
+	return out, err
+}
+
+// CreateHosted stores a session for a room the service created, in the
+// created state: rooms/initiate makes it, and it starts when the first
+// client joins the room (LiveKit's participant_joined webhook).
+func (s *Service) CreateHosted(ctx context.Context, h Hosted) (domain.Session, error) {
+	sess := h.session(s.now().UTC())
+	if err := s.store.CreateSession(ctx, sess); err != nil {
+		return domain.Session{}, err
+	}
+	return sess, nil
 }
 
 // Resend sends the renderer job of a started, unclaimed session again with

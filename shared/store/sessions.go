@@ -41,6 +41,12 @@ type sessionItem struct {
 	Running   string          `dynamo:"running,omitempty"`
 	EndReason string          `dynamo:"end_reason,omitempty"`
 	Billing   *domain.Billing `dynamo:"billing,omitempty"`
+	AgentID   string          `dynamo:"agent_id,omitempty"`
+	LinkID    string          `dynamo:"link_id,omitempty"`
+	RoomName  string          `dynamo:"room_name,omitempty"`
+	VoiceID   string          `dynamo:"voice_id,omitempty"`
+	// Transcription is stored for every session (absent reads as false).
+	Transcription bool `dynamo:"transcription,omitempty"`
 }
 
 func toSessionItem(s domain.Session) sessionItem {
@@ -53,6 +59,7 @@ func toSessionItem(s domain.Session) sessionItem {
 		Expiration: formatTime(s.Expiration), WSURI: s.WSURI, JobEnqueuedAt: formatTime(s.JobEnqueuedAt),
 		JobDeadline: formatTime(s.JobDeadline), WorkerID: s.WorkerID, LeaseUntil: formatTime(s.LeaseUntil),
 		ServedAt: formatTime(s.ServedAt), EndReason: s.EndReason, Billing: s.Billing,
+		AgentID: s.AgentID, LinkID: s.LinkID, RoomName: s.RoomName, VoiceID: s.VoiceID, Transcription: s.Transcription,
 	}
 }
 
@@ -66,6 +73,7 @@ func (it sessionItem) domain() domain.Session {
 		Expiration: parseTime(it.Expiration), WSURI: it.WSURI, JobEnqueuedAt: parseTime(it.JobEnqueuedAt),
 		JobDeadline: parseTime(it.JobDeadline), WorkerID: it.WorkerID, LeaseUntil: parseTime(it.LeaseUntil),
 		ServedAt: parseTime(it.ServedAt), EndReason: it.EndReason, Billing: it.Billing,
+		AgentID: it.AgentID, LinkID: it.LinkID, RoomName: it.RoomName, VoiceID: it.VoiceID, Transcription: it.Transcription,
 	}
 }
 
@@ -93,6 +101,9 @@ func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
 // GetSession reads a session owned by userID. Another tenant's session is
 // reported exactly like a missing one.
 func (s *Store) GetSession(ctx context.Context, userID, id string) (domain.Session, error) {
+	if !domain.PlausibleID(id) {
+		return domain.Session{}, domain.ErrSessionNotFound
+	}
 	var it sessionItem
 	err := s.sessions.Get("session_id", id).Consistent(true).One(ctx, &it)
 	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && it.UserID != userID) {
@@ -104,10 +115,26 @@ func (s *Store) GetSession(ctx context.Context, userID, id string) (domain.Sessi
 	return it.domain(), nil
 }
 
+// GetSessionByID reads a session whoever owns it (trusted callers only).
+func (s *Store) GetSessionByID(ctx context.Context, id string) (domain.Session, error) {
+	if !domain.PlausibleID(id) {
+		return domain.Session{}, domain.ErrSessionNotFound
+	}
+	var it sessionItem
+	err := s.sessions.Get("session_id", id).Consistent(true).One(ctx, &it)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return domain.Session{}, domain.ErrSessionNotFound
+	}
+	if err != nil {
+		return domain.Session{}, unavailable(err, "get session")
+	}
+	return it.domain(), nil
+}
+
 // ListSessions returns a user's sessions, newest first, optionally only those
 // in one status.
 func (s *Store) ListSessions(ctx context.Context, userID string, status domain.SessionStatus) ([]domain.Session, error) {
-	q := s.sessions.Get("user_id", userID).Index("by-user").Order(dynamo.Descending)
+	q := s.sessions.Get("user_id", userID).Index(byUserIndex).Order(dynamo.Descending)
 	if status != "" {
 		q = q.Filter("$ = ?", "status", string(status))
 	}
@@ -160,6 +187,12 @@ func (s *Store) StartSession(ctx context.Context, p StartParams) error {
 	if !p.Expiration.IsZero() {
 		sess = sess.Set("expiration", formatTime(p.Expiration))
 	}
+	return s.runPair(ctx, s.db.WriteTx().Update(sess).Update(s.takeSlot(p)), "start session")
+}
+
+// takeSlot takes a concurrency slot, only while one is free and some
+// minutes remain.
+func (s *Store) takeSlot(p StartParams) *dynamo.Update {
 	minutesLeft := "$ > ?"
 	args := []any{"active_sessions", p.MaxConcurrent, "purchased_remaining", 0}
 	if p.IncludedMinutes > 0 {
@@ -167,9 +200,44 @@ func (s *Store) StartSession(ctx context.Context, p StartParams) error {
 		args = []any{"active_sessions", p.MaxConcurrent,
 			"usage_period", "usage_period", p.Period.Key(), "included_used", p.IncludedMinutes, "purchased_remaining", 0}
 	}
-	acct := s.users.Update("user_id", p.UserID).Add("active_sessions", 1).
+	return s.users.Update("user_id", p.UserID).Add("active_sessions", 1).
 		If("$ < ? AND "+minutesLeft, args...)
-	return s.runPair(ctx, s.db.WriteTx().Update(sess).Update(acct), "start session")
+}
+
+// ErrLinkChanged means the link no longer allowed the start (paused,
+// expired or used up meanwhile): re-read it to say why.
+var ErrLinkChanged = errors.New("link changed concurrently")
+
+// StartNewSession stores a session already in the started state (a room
+// the service created), takes the owner's concurrency slot and, for a link
+// start, counts the use, in one transaction: a link with use_limit n gives
+// exactly n sessions however many starts race.
+func (s *Store) StartNewSession(ctx context.Context, p StartParams, sess domain.Session, linkID string, now time.Time) error {
+	it := toSessionItem(sess)
+	it.Running = runningValue
+	tx := s.db.WriteTx().
+		Put(s.sessions.Put(it).If("attribute_not_exists($)", "session_id")).
+		Update(s.takeSlot(p))
+	if linkID != "" {
+		tx = tx.Update(s.links.Update("link_id", linkID).Add("uses", 1).
+			If("$ = ? AND $ = ?", "user_id", p.UserID, "status", string(domain.LinkActive)).
+			If("(attribute_not_exists($) OR $ > ?)", "expires_at", "expires_at", formatTime(now)).
+			If("(attribute_not_exists($) OR $ < $)", "use_limit", "uses", "use_limit"))
+	}
+	err := tx.Run(ctx)
+	if failed, ok := cancelReasons(err); ok {
+		if len(failed) > 2 && failed[2] {
+			return ErrLinkChanged
+		}
+		if failed[1] {
+			return ErrAccountLimit
+		}
+		return ErrSessionChanged
+	}
+	if err != nil {
+		return unavailable(err, "start session")
+	}
+	return nil
 }
 
 // EndParams is what an end writes, decided by the caller from fresh reads.

@@ -20,6 +20,7 @@ import (
 // Tables names the physical tables (they differ per stack).
 type Tables struct {
 	Users, APIKeys, Sessions, RateLimits string
+	Avatars, Agents, Links, Counters     string
 }
 
 // Store reads and writes the service's items.
@@ -29,7 +30,14 @@ type Store struct {
 	keys       dynamo.Table
 	sessions   dynamo.Table
 	rateLimits dynamo.Table
+	avatars    dynamo.Table
+	agents     dynamo.Table
+	links      dynamo.Table
+	counters   dynamo.Table
 }
+
+// byUserIndex is each table's GSI on (user_id, created_at).
+const byUserIndex = "by-user"
 
 // New returns a Store over cfg. Transaction conflicts and throttling are
 // retried with jittered backoff (guregu/dynamo does not retry them by
@@ -51,6 +59,7 @@ func New(cfg aws.Config, endpoint string, t Tables) *Store {
 	return &Store{
 		db: db, users: db.Table(t.Users), keys: db.Table(t.APIKeys),
 		sessions: db.Table(t.Sessions), rateLimits: db.Table(t.RateLimits),
+		avatars: db.Table(t.Avatars), agents: db.Table(t.Agents), links: db.Table(t.Links), counters: db.Table(t.Counters),
 	}
 }
 

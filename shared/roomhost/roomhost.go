@@ -1,0 +1,190 @@
+// Package roomhost runs sessions in rooms the service creates itself
+// (POST /v1/rooms/initiate): it makes the room and the session, and starts
+// the session when LiveKit's webhook says the first client joined; the
+// room closing ends it.
+package roomhost
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/livekit/protocol/livekit"
+
+	"avatarsvc/shared/domain"
+	"avatarsvc/shared/rooms"
+	"avatarsvc/shared/sessions"
+)
+
+// Sessions is what the service needs of shared/sessions.
+type Sessions interface {
+	CreateHosted(ctx context.Context, h sessions.Hosted) (domain.Session, error)
+	GetByID(ctx context.Context, id string) (domain.Session, error)
+	Start(ctx context.Context, userID, id string, ev domain.Event) (sessions.Started, error)
+	Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error)
+}
+
+// Avatars resolves avatars (shared/avatars).
+type Avatars interface {
+	Get(ctx context.Context, userID, ref string) (domain.Avatar, error)
+	Source(a domain.Avatar) domain.AvatarSource
+}
+
+// RoomHost creates rooms and tokens (shared/rooms).
+type RoomHost interface {
+	Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (rooms.Hosted, error)
+}
+
+// Service hosts sessions in service-made rooms.
+type Service struct {
+	sessions      Sessions
+	avatars       Avatars
+	rooms         RoomHost // nil: no room platform configured
+	defaultAvatar string
+	log           *slog.Logger
+}
+
+// New returns a Service. defaultAvatar is the avatar used when a request
+// names none (a catalog id; DEFAULT_AVATAR).
+func New(ss Sessions, av Avatars, rh RoomHost, defaultAvatar string, log *slog.Logger) *Service {
+	return &Service{sessions: ss, avatars: av, rooms: rh, defaultAvatar: defaultAvatar, log: log}
+}
+
+// RoomPrefix starts the names of rooms made by Initiate.
+const (
+	RoomPrefix = "avatar-room-"
+	roomTTL    = 6 * time.Hour
+)
+
+// ErrNotConfigured answers when no room platform is configured.
+var ErrNotConfigured = domain.Errorf(domain.Internal, "Room platform is not configured on this server").
+	WithSuggestion("The operator must set LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET")
+
+// Request is an Initiate Room body.
+type Request struct {
+	Avatar        string
+	AspectRatio   string
+	VoiceID       string
+	Transcription bool
+}
+
+// Initiated is a new room and its session.
+type Initiated struct {
+	SessionID string
+	Room      rooms.Hosted
+}
+
+// Initiate makes a room and a session for it, in the created state; the
+// session starts when a client joins.
+func (s *Service) Initiate(ctx context.Context, userID, keyMode string, req Request) (Initiated, error) {
+	if s.rooms == nil {
+		return Initiated{}, ErrNotConfigured
+	}
+	ar := req.AspectRatio
+	if ar == "" {
+		ar = "1:1"
+	}
+	if !domain.ValidAspectRatio(ar) {
+		return Initiated{}, domain.Errorf(domain.Invalid, "Invalid aspect_ratio %q", req.AspectRatio).
+			WithSuggestion("Use one of 1:1, 4:3 or 3:4")
+	}
+	ref := req.Avatar
+	if ref == "" {
+		ref = s.defaultAvatar
+	}
+	if ref == "" {
+		return Initiated{}, domain.Errorf(domain.Invalid, "avatar is required").
+			WithSuggestion("This server has no default avatar: pass an avat_... id or a catalog avatar id")
+	}
+	av, err := s.avatars.Get(ctx, userID, ref)
+	if err != nil {
+		return Initiated{}, err
+	}
+	if len(req.VoiceID) > 128 {
+		return Initiated{}, domain.Errorf(domain.Invalid, "voice_id is too long")
+	}
+	voice := req.VoiceID
+	if voice == "" {
+		voice = av.VoiceID
+	}
+	id := domain.NewSessionID()
+	room, err := s.rooms.Host(ctx, RoomPrefix, id, "user-"+strings.ToLower(id[len(id)-10:]), roomTTL)
+	if err != nil {
+		return Initiated{}, &domain.Error{Code: domain.Unavailable, Message: "Could not create the room, please retry", Err: err}
+	}
+	_, err = s.sessions.CreateHosted(ctx, sessions.Hosted{
+		SessionID: id, OwnerID: userID, KeyMode: keyMode, Avatar: s.avatars.Source(av), AspectRatio: ar,
+		RoomName: room.Name, VoiceID: voice, Transcription: req.Transcription,
+		Room: domain.Room{Platform: domain.PlatformLiveKit, URL: room.URL, Token: room.RendererToken},
+	})
+	if err != nil {
+		return Initiated{}, err
+	}
+	return Initiated{SessionID: id, Room: room}, nil
+}
+
+// sessionOfRoom is the session a service-made room belongs to.
+func sessionOfRoom(name string) (string, bool) {
+	for _, p := range []string{RoomPrefix, "avatar-link-"} {
+		if rest, ok := strings.CutPrefix(name, p); ok && rest != "" {
+			return strings.ToUpper(rest), true
+		}
+	}
+	return "", false
+}
+
+// HandleEvent applies a verified LiveKit webhook: a client (not the
+// renderer) joining a room made by Initiate starts its session; a room
+// that finished ends its session (faster than the renderer's own presence
+// check, through the same end path).
+func (s *Service) HandleEvent(ctx context.Context, ev *livekit.WebhookEvent) error {
+	if ev.GetRoom() == nil {
+		return nil
+	}
+	id, ok := sessionOfRoom(ev.GetRoom().GetName())
+	if !ok {
+		return nil
+	}
+	switch ev.GetEvent() {
+	case "participant_joined":
+		if ev.GetParticipant().GetIdentity() == rooms.AvatarIdentity || !strings.HasPrefix(ev.GetRoom().GetName(), RoomPrefix) {
+			return nil
+		}
+		sess, err := s.sessions.GetByID(ctx, id)
+		if err != nil || sess.Status != domain.StatusCreated {
+			return ignoreMissing(err)
+		}
+		_, err = s.sessions.Start(ctx, sess.UserID, id, domain.EventStart)
+		if err != nil {
+			s.log.WarnContext(ctx, "start on join", "session_id", id, "err", err)
+		}
+		return ignoreRefusal(err)
+	case "room_finished":
+		sess, err := s.sessions.GetByID(ctx, id)
+		if err != nil || sess.Status != domain.StatusStarted {
+			return ignoreMissing(err)
+		}
+		_, err = s.sessions.Finish(ctx, sess.UserID, id, domain.EventAutoEnd, domain.ReasonRoomClosed)
+		return err
+	}
+	return nil
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, domain.ErrSessionNotFound) {
+		return nil
+	}
+	return err
+}
+
+// ignoreRefusal drops errors the webhook sender cannot act on (a plan
+// limit, a state change): LiveKit would only retry them.
+func ignoreRefusal(err error) error {
+	switch domain.ErrorCode(err) {
+	case domain.Invalid, domain.Conflict, domain.LimitExceeded, domain.NotFound:
+		return nil
+	}
+	return err
+}
