@@ -21,11 +21,13 @@ import (
 	"github.com/pion/rtcp"
 	"github.com/pion/webrtc/v4"
 	"github.com/pion/webrtc/v4/pkg/media"
+
+	"avatarsvc/shared/rooms"
 )
 
 // AgentIdentity is the avatar's participant identity in every room. The API
 // returns it as agent_identity so clients know whose tracks are the avatar.
-const AgentIdentity = "avatar-renderer"
+const AgentIdentity = rooms.AvatarIdentity
 
 const (
 	// VideoSampleDuration is one video frame (25 fps).

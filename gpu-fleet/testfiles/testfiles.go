@@ -13,10 +13,13 @@ import (
 
 // The inputs, relative to Dir.
 const (
-	FacePNG    = "images/face-astronaut.png" // 512x512, one frontal face
-	NoFaceJPEG = "images/noface-hubble.jpg"  // no face at all
-	Speech16k  = "audio/speech-16k.wav"      // 8.8 s of English speech, PCM16 mono 16 kHz
-	Speech48k  = "audio/speech-48k.wav"      // the same at 48 kHz
+	FacePNG    = "images/face-astronaut.png"  // 512x512, one frontal face
+	NoFaceJPEG = "images/noface-hubble.jpg"   // no face at all
+	FaceWebP   = "images/face-astronaut.webp" // the face at 512x512, WebP
+	FaceMP4    = "images/face-astronaut.mp4"  // 1 s still video of the face (512x512), H.264 MP4
+	FaceWebM   = "images/face-astronaut.webm" // the same, VP8 WebM
+	Speech16k  = "audio/speech-16k.wav"       // 8.8 s of English speech, PCM16 mono 16 kHz
+	Speech48k  = "audio/speech-48k.wav"       // the same at 48 kHz
 )
 
 // Dir is the folder holding the inputs, found from this source file's

@@ -154,6 +154,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
+	catalog, err := a.Avatars.SeedCatalog(ctx, filepath.Join(root, "infra", "catalog"))
+	if err != nil {
+		return err
+	}
+	say("avatar catalog: %d avatar(s) from infra/catalog (e.g. %s)", len(catalog), catalog[0].ID)
+
 	devPath := filepath.Join(local, "dev.json")
 	dev, err := seed(ctx, a, devPath, say)
 	if err != nil {

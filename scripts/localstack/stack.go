@@ -41,6 +41,7 @@ func CreateStack(ctx context.Context, templatePath string, ep Endpoints, prefix 
 func LocalEnv(s3Endpoint, linkPage string, lk *LiveKit) map[string]string {
 	return map[string]string{
 		"MEDIA_BASE_URL": s3Endpoint, "LINK_PAGE_URL": linkPage,
+		"FFMPEG_PATH": "ffmpeg", // from PATH (setup.sh installs Debian's)
 		"LIVEKIT_URL": lk.URL, "LIVEKIT_API_KEY": lk.APIKey, "LIVEKIT_API_SECRET": lk.APISecret,
 	}
 }

@@ -153,6 +153,9 @@ func start(ctx context.Context, realClock bool) (*Stack, error) {
 		return nil, err
 	}
 	s.App = a
+	if _, err := a.Avatars.SeedCatalog(ctx, filepath.Join(root, "infra", "catalog")); err != nil {
+		return nil, fmt.Errorf("seed the avatar catalog: %w", err)
+	}
 	s.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: a.Handler()}}
 	s.Server.Start()
 	s.stops = append(s.stops, func() error { s.Server.Close(); return nil })

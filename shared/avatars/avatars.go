@@ -7,8 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -280,4 +283,80 @@ func (s *Service) Delete(ctx context.Context, userID, ref string) error {
 		s.removeObject(ctx, a.StorageKey)
 	}
 	return nil
+}
+
+// PutCatalog stores a catalog avatar (shared by every account) from an
+// image file, once: an id already present is left as it is. Catalog images
+// pass the same moderation as uploads.
+func (s *Service) PutCatalog(ctx context.Context, id, name string, data []byte) (domain.Avatar, error) {
+	if !strings.HasPrefix(id, domain.CatalogPrefix) {
+		return domain.Avatar{}, fmt.Errorf("catalog id %q must start with %s", id, domain.CatalogPrefix)
+	}
+	if _, _, err := domain.ParseAvatarRef(id); err != nil {
+		return domain.Avatar{}, fmt.Errorf("catalog id %q is not a valid path", id)
+	}
+	if a, err := s.store.GetAvatar(ctx, domain.CatalogOwner, id); err == nil {
+		return a, nil
+	}
+	mediaType := sniff(data)
+	ext, ok := formats[mediaType]
+	if !ok || strings.HasPrefix(mediaType, "video/") {
+		return domain.Avatar{}, fmt.Errorf("catalog %s: not an image (%s)", id, mediaType)
+	}
+	if s.moderator != nil {
+		if err := s.moderator.CheckImage(data); err != nil {
+			return domain.Avatar{}, fmt.Errorf("catalog %s: %w", id, err)
+		}
+	}
+	n, err := s.store.NumberAvatar(ctx)
+	if err != nil {
+		return domain.Avatar{}, err
+	}
+	now := s.now().UTC()
+	a := domain.Avatar{
+		ID: id, Number: n, UserID: domain.CatalogOwner, Name: name, MediaType: mediaType,
+		StorageKey: id + "." + ext, CreatedAt: now, UpdatedAt: now,
+	}
+	a.URL = s.baseURL + "/" + a.StorageKey
+	if err := s.media.Put(ctx, a.StorageKey, data, mediaType); err != nil {
+		return domain.Avatar{}, err
+	}
+	if err := s.store.CreateAvatar(ctx, a, nil); err != nil {
+		return domain.Avatar{}, err
+	}
+	return a, nil
+}
+
+// SeedCatalog puts every image under dir (infra/catalog) into the catalog:
+// dir/nasa/eileen-collins.png becomes catalog/nasa/eileen-collins.
+func (s *Service) SeedCatalog(ctx context.Context, dir string) ([]domain.Avatar, error) {
+	var out []domain.Avatar
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		ext := filepath.Ext(path)
+		if _, ok := map[string]bool{".png": true, ".jpg": true, ".jpeg": true, ".gif": true, ".webp": true}[strings.ToLower(ext)]; !ok {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, strings.TrimSuffix(path, ext))
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		words := strings.Split(filepath.Base(rel), "-")
+		for i, w := range words {
+			words[i] = capitalize(w)
+		}
+		a, err := s.PutCatalog(ctx, domain.CatalogPrefix+filepath.ToSlash(rel), strings.Join(words, " "), data)
+		if err != nil {
+			return err
+		}
+		out = append(out, a)
+		return nil
+	})
+	return out, err
 }

@@ -28,7 +28,7 @@ type Avatar struct {
 func (a Avatar) IsVideo() bool { return strings.HasPrefix(a.MediaType, "video/") }
 
 // CatalogOwner owns the pre-built avatars every account may use. Their ids
-// are path-like, under CatalogPrefix, e.g. "catalog/studio/amara".
+// are path-like, under CatalogPrefix, e.g. "catalog/nasa/eileen-collins".
 const (
 	CatalogOwner  = "catalog"
 	CatalogPrefix = "catalog/"

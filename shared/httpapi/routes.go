@@ -101,7 +101,7 @@ func Routes(d Deps) []Route {
 			handler: handleListAvatars(d.Avatars)},
 		{Name: "avatars-update", Method: "PUT", Path: "/avatars/{id}", Style: plainString, Class: ratelimit.Write,
 			handler: handleUpdateAvatar(d.Avatars)},
-		{Name: "avatars-delete", Method: "DELETE", Path: "/avatars/{id}", Style: structured, Class: ratelimit.Write,
+		{Name: "avatars-delete", Method: "DELETE", Path: "/avatars/{id...}", Style: structured, Class: ratelimit.Write,
 			handler: handleDeleteAvatar(d.Avatars)},
 		{Name: "avatars-preview", Method: "POST", Path: "/avatars/preview", Style: structured, Class: ratelimit.Write,
 			handler: handlePreviewAvatar(d.Links)},
@@ -186,17 +186,18 @@ func overlapsRoute(methods map[string]map[string]bool, m, p string) bool {
 	return false
 }
 
-// samePathShape reports whether two patterns can match one path: equal
-// segment counts, and each segment pair equal or one of them a wildcard.
+// samePathShape reports whether two patterns can match one path: each
+// segment pair equal or one of them a wildcard, and equal segment counts
+// unless a trailing {x...} takes the rest.
 func samePathShape(a, b string) bool {
 	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
-	if len(as) != len(bs) {
-		return false
-	}
-	for i := range as {
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		if strings.HasSuffix(as[i], "...}") || strings.HasSuffix(bs[i], "...}") {
+			return true
+		}
 		if as[i] != bs[i] && !strings.HasPrefix(as[i], "{") && !strings.HasPrefix(bs[i], "{") {
 			return false
 		}
 	}
-	return true
+	return len(as) == len(bs)
 }

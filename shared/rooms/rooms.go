@@ -66,9 +66,10 @@ func (l *LiveKit) Token(room, identity, name string, ttl time.Duration) (string,
 
 func ptr[T any](v T) *T { return &v }
 
-// Identities in service-made rooms.
+// Identities in service-made rooms: the renderer joins as AvatarIdentity
+// (gpu-fleet/room uses the same constant).
 const (
-	AvatarIdentity = "avatar-agent"
+	AvatarIdentity = "avatar-renderer"
 	avatarName     = "Avatar"
 )
 
