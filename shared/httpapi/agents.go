@@ -85,15 +85,15 @@ func viewAgentSecondForm(a agents.Agent) agentSecondForm {
 }
 
 type agentRequest struct {
-	Name           optional[string]             `json:"name"`
-	AvatarID       optional[flexibleID]         `json:"avatar_id"`
-	Language       optional[string]             `json:"language"`
-	CustomGreeting optional[string]             `json:"custom_greeting"`
-	Context        optional[string]             `json:"context"`
-	Properties     optional[map[string]any]     `json:"properties"`
-	Memories       optional[[]any]              `json:"memories"`
-	KnowledgeBase  optional[[]any]              `json:"knowledge_base"`
-	VoiceAgent     optional[*domain.VoiceAgent] `json:"voice_agent"`
+	Name           optional[string]          `json:"name"`
+	AvatarID       optional[flexibleID]      `json:"avatar_id"`
+	Language       optional[string]          `json:"language"`
+	CustomGreeting optional[string]          `json:"custom_greeting"`
+	Context        optional[string]          `json:"context"`
+	Properties     optional[map[string]any]  `json:"properties"`
+	Memories       optional[[]any]           `json:"memories"`
+	KnowledgeBase  optional[[]any]           `json:"knowledge_base"`
+	VoiceAgent     optional[*voiceAgentView] `json:"voice_agent"`
 }
 
 func (r agentRequest) any() bool {
@@ -128,7 +128,11 @@ func (r agentRequest) fields() agents.Fields {
 		}
 	}
 	if r.VoiceAgent.Set {
-		f.VoiceAgent = &r.VoiceAgent.Value
+		var va *domain.VoiceAgent
+		if v := r.VoiceAgent.Value; v != nil {
+			va = &domain.VoiceAgent{Provider: v.Provider, AgentID: v.AgentID, AuthMethod: v.AuthMethod}
+		}
+		f.VoiceAgent = &va
 	}
 	return f
 }
