@@ -206,10 +206,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// The reaper, every 10 s here (a one-minute EventBridge schedule in AWS).
 	go a.Reaper.Loop(ctx, 10*time.Second)
 
-	// The viewer page, bundled from infra/web/viewer.
-	webDir := filepath.Join(local, "web", "viewer")
-	say("building the viewer page into %s", webDir)
-	if err := viewer.Build(ctx, root, webDir); err != nil {
+	// The viewer and link pages, bundled from infra/web.
+	webDir := filepath.Join(local, "web")
+	say("building the viewer and link pages into %s", webDir)
+	if err := viewer.Build(ctx, root, webDir, "http://"+apiAddr); err != nil {
 		return err
 	}
 	web := &http.Server{Addr: webAddr, Handler: viewer.Handler(webDir), ReadHeaderTimeout: 10 * time.Second}

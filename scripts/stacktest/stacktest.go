@@ -68,15 +68,31 @@ type Stack struct {
 	stops   []func() error
 }
 
-// Start brings up DynamoDB Local, the SQS server and S3, creates the
-// template's resources and serves every route on a loopback httptest server.
-func Start(ctx context.Context) (*Stack, error) { return start(ctx, false) }
+// Start brings up DynamoDB Local, the SQS server, S3 and livekit-server,
+// creates the template's resources and serves every route on a loopback
+// httptest server.
+func Start(ctx context.Context) (*Stack, error) { return StartWith(ctx, Options{}) }
 
 // StartRealTime is Start with the real clock, for tests where renderer
 // workers (which run on the real clock) claim, bill and end sessions.
-func StartRealTime(ctx context.Context) (*Stack, error) { return start(ctx, true) }
+func StartRealTime(ctx context.Context) (*Stack, error) {
+	return StartWith(ctx, Options{RealClock: true})
+}
 
-func start(ctx context.Context, realClock bool) (*Stack, error) {
+// Options vary the stack.
+type Options struct {
+	RealClock bool
+	// LinkPageURL is where links' urls point (default: an unused port).
+	LinkPageURL string
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, o Options) (*Stack, error) {
+	realClock := o.RealClock
+	linkPage := o.LinkPageURL
+	if linkPage == "" {
+		linkPage = "http://127.0.0.1:1/link/"
+	}
 	// The clock starts a little ahead of now (DynamoDB Local really deletes
 	// items whose ttl has passed, such as old rate-limit windows), and never
 	// within a few days of a month's end, so free-plan periods (calendar
@@ -133,7 +149,7 @@ func start(ctx context.Context, realClock bool) (*Stack, error) {
 
 	env, err := localstack.CreateStack(ctx, filepath.Join(root, "template.yaml"), localstack.Endpoints{
 		DynamoDB: db.Endpoint, SQS: q.Endpoint, S3: s3.Endpoint,
-	}, "test", localstack.LocalEnv(s3.Endpoint, "http://127.0.0.1:1/link/", lk))
+	}, "test", localstack.LocalEnv(s3.Endpoint, linkPage, lk))
 	if err != nil {
 		ln.Close()
 		return nil, err

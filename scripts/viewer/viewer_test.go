@@ -53,7 +53,7 @@ func TestViewerInChromium(t *testing.T) {
 	t.Cleanup(func() { s.Stop(); s.Wait() })
 
 	dir := t.TempDir()
-	if err := viewer.Build(ctx, root, dir); err != nil {
+	if err := viewer.Build(ctx, root, dir, "http://127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(viewer.Handler(dir))

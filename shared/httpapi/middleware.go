@@ -132,6 +132,12 @@ func withRoute(d Deps, rt Route) http.Handler {
 			d.Log.WarnContext(r.Context(), "rate limiter unavailable", "request_id", RequestID(r.Context()), "err", err)
 		}
 		h := w.Header()
+		if rt.Public {
+			// Public routes are called from web pages on other origins; they
+			// take no cookies or keys, so any origin may call them.
+			h.Set("Access-Control-Allow-Origin", "*")
+			h.Set("Access-Control-Expose-Headers", "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, X-Request-Id")
+		}
 		h.Set("RateLimit-Limit", strconv.Itoa(dec.Limit))
 		h.Set("RateLimit-Remaining", strconv.Itoa(dec.Remaining))
 		h.Set("RateLimit-Reset", strconv.Itoa(dec.Reset))
@@ -148,6 +154,18 @@ func withRoute(d Deps, rt Route) http.Handler {
 			writeError(w, r, d.Log, rt.Style, err, 0)
 		}
 	})
+}
+
+// handlePreflight answers a CORS preflight for a public route.
+func handlePreflight(methods string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Methods", methods)
+		h.Set("Access-Control-Allow-Headers", "Content-Type")
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
 }
 
 // withFallback answers paths and methods no route serves with err, rate

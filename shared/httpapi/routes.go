@@ -129,6 +129,10 @@ func Routes(d Deps) []Route {
 			handler: handleDeleteLink(d.Links)},
 		{Name: "links-start-session", Method: "POST", Path: "/links/start-session", Style: structured, Class: ratelimit.SessionStart,
 			Public: true, handler: handleStartViaLink(d.Links, d.Limiter)},
+		// The link page calls start-session from its own origin: the CORS
+		// preflight is answered by the same function.
+		{Name: "links-start-session", Method: "OPTIONS", Path: "/links/start-session", Style: structured, Class: ratelimit.Read,
+			Public: true, handler: handlePreflight("POST")},
 	}
 }
 

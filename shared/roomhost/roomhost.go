@@ -136,9 +136,9 @@ func sessionOfRoom(name string) (string, bool) {
 }
 
 // HandleEvent applies a verified LiveKit webhook: a client (not the
-// renderer) joining a room made by Initiate starts its session; a room
-// that finished ends its session (faster than the renderer's own presence
-// check, through the same end path).
+// renderer) joining a room made by Initiate starts its session; the client
+// leaving, or the room finishing, ends it (faster than the renderer's own
+// presence check, through the same end path).
 func (s *Service) HandleEvent(ctx context.Context, ev *livekit.WebhookEvent) error {
 	if ev.GetRoom() == nil {
 		return nil
@@ -161,15 +161,27 @@ func (s *Service) HandleEvent(ctx context.Context, ev *livekit.WebhookEvent) err
 			s.log.WarnContext(ctx, "start on join", "session_id", id, "err", err)
 		}
 		return ignoreRefusal(err)
-	case "room_finished":
-		sess, err := s.sessions.GetByID(ctx, id)
-		if err != nil || sess.Status != domain.StatusStarted {
-			return ignoreMissing(err)
+	case "participant_left":
+		// The visitor left (the link page's end button, or closing the tab):
+		// the conversation is over. The renderer leaving is the session
+		// ending already.
+		if ev.GetParticipant().GetIdentity() == rooms.AvatarIdentity {
+			return nil
 		}
-		_, err = s.sessions.Finish(ctx, sess.UserID, id, domain.EventAutoEnd, domain.ReasonRoomClosed)
-		return err
+		return s.finish(ctx, id, domain.ReasonParticipantsLeft)
+	case "room_finished":
+		return s.finish(ctx, id, domain.ReasonRoomClosed)
 	}
 	return nil
+}
+
+func (s *Service) finish(ctx context.Context, id, reason string) error {
+	sess, err := s.sessions.GetByID(ctx, id)
+	if err != nil || sess.Status != domain.StatusStarted {
+		return ignoreMissing(err)
+	}
+	_, err = s.sessions.Finish(ctx, sess.UserID, id, domain.EventAutoEnd, reason)
+	return ignoreRefusal(err)
 }
 
 func ignoreMissing(err error) error {

@@ -1,0 +1,124 @@
+// The link page: a visitor opens a link's url (this page, with the link id
+// in the fragment). It starts a session through the link (no API key: the
+// id is the credential), joins the room with the microphone, shows the
+// avatar large with its audio, and ends the conversation by leaving the room
+// (the service then ends and bills the session). window.linkStats exposes
+// progress for browser tests.
+import { Room, RoomEvent, Track } from 'livekit-client';
+
+const $ = (id) => document.getElementById(id);
+const stats = { state: 'starting', sessionId: '', framesDecoded: 0, error: '', message: '' };
+window.linkStats = stats;
+
+const apiBase = document.querySelector('meta[name="api-base"]').content.replace(/\/$/, '');
+
+function show(text, isError = false) {
+  stats.message = text;
+  const p = Object.assign(document.createElement('p'), { id: 'message', textContent: text, role: 'status' });
+  if (isError) p.className = 'error';
+  $('video').replaceChildren(p);
+}
+
+// friendly turns the API's refusals into what a visitor can act on.
+function friendly(status, message) {
+  const known = {
+    'Link not found': 'This link does not exist. Check that you copied all of it.',
+    'This link is paused': 'This link is paused for now. Please try again later.',
+    'This link has expired': 'This link has expired. Ask whoever shared it for a new one.',
+    'This link has reached its use limit': 'This link has already been used as many times as allowed.',
+    'Concurrent session limit reached': 'The avatar is busy with other conversations. Please try again in a few minutes.',
+    'No minutes remaining': 'The avatar is not available right now: its owner has no conversation minutes left.',
+  };
+  if (known[message]) return known[message];
+  if (status === 429) return 'Too many attempts. Please wait a minute and try again.';
+  return `The conversation could not start (${message || status}). Please try again.`;
+}
+
+async function startSession(linkId) {
+  const res = await fetch(`${apiBase}/v1/links/start-session`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ link_id: linkId, aspect_ratio: '4:3' }),
+  });
+  const text = await res.text();
+  let body = {};
+  try { body = JSON.parse(text); } catch { body = { error: { message: text.trim() } }; }
+  if (!res.ok || !body.success) {
+    const msg = typeof body.error === 'string' ? body.error : body.error?.message;
+    const err = new Error(friendly(res.status, msg));
+    err.apiMessage = msg || String(res.status);
+    throw err;
+  }
+  return body;
+}
+
+function countFrames(video) {
+  const onFrame = (_now, meta) => {
+    stats.framesDecoded = meta.presentedFrames ?? stats.framesDecoded + 1;
+    video.requestVideoFrameCallback(onFrame);
+  };
+  video.requestVideoFrameCallback(onFrame);
+}
+
+async function main() {
+  const linkId = decodeURIComponent(location.hash.slice(1));
+  if (!linkId.startsWith('lnk_')) {
+    stats.state = 'error';
+    show('This link is incomplete. Check that you copied all of it.', true);
+    return;
+  }
+  let started;
+  try {
+    started = await startSession(linkId);
+  } catch (e) {
+    stats.state = 'refused';
+    stats.error = e.apiMessage || String(e.message || e);
+    show(e.message, true);
+    return;
+  }
+  stats.sessionId = started.session_id;
+  show('Connecting to the avatar…');
+
+  const room = new Room({ adaptiveStream: false, dynacast: false });
+  room.on(RoomEvent.TrackSubscribed, (track, _pub, participant) => {
+    if (participant.identity !== started.agent_identity) return;
+    const el = track.attach();
+    if (track.kind === Track.Kind.Video) {
+      $('video').replaceChildren(el);
+      countFrames(el);
+      stats.state = 'live';
+    } else {
+      el.hidden = true;
+      document.body.appendChild(el);
+    }
+    $('audio').hidden = room.canPlaybackAudio;
+  });
+  room.on(RoomEvent.AudioPlaybackStatusChanged, () => { $('audio').hidden = room.canPlaybackAudio; });
+  room.on(RoomEvent.ParticipantDisconnected, (p) => {
+    if (p.identity === started.agent_identity) finish('The conversation has ended.');
+  });
+  room.on(RoomEvent.Disconnected, () => { if (stats.state !== 'ended') finish('The conversation has ended.'); });
+  $('audio').onclick = () => room.startAudio();
+
+  const finish = (text) => {
+    stats.state = 'ended';
+    $('controls').hidden = true;
+    show(text);
+  };
+  $('end').onclick = async () => {
+    stats.state = 'ended';
+    await room.disconnect();
+    finish('Thanks for talking. The conversation has ended.');
+  };
+
+  await room.connect(started.rtc_url, started.participant_token);
+  try {
+    await room.localParticipant.setMicrophoneEnabled(true);
+  } catch (e) {
+    $('mic').textContent = 'Microphone blocked: the avatar cannot hear you';
+  }
+  $('controls').hidden = false;
+  if (stats.state !== 'live') show('Waiting for the avatar to join…');
+}
+
+main().catch((e) => { stats.state = 'error'; stats.error = String(e.message || e); show(`Something went wrong: ${stats.error}`, true); });

@@ -1,0 +1,55 @@
+// check-link.mjs URL MODE WAV [SCREENSHOT]
+// Opens a link page in Debian's Chromium (playwright-core) with a fake
+// microphone that plays WAV. MODE "live": waits until the avatar's video is
+// decoding, counts frames for 3 s, takes the screenshot, clicks "End
+// conversation" and waits for the page to say it ended. MODE "refused":
+// waits for the page's refusal message. Prints one JSON line of what it saw.
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const [url, mode, wav, screenshot = ''] = process.argv.slice(2);
+if (!url || !mode || !wav) {
+  console.error('usage: check-link.mjs URL live|refused WAV [SCREENSHOT]');
+  process.exit(2);
+}
+const profile = mkdtempSync(join(tmpdir(), 'link-chromium-'));
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 900, height: 820 },
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--autoplay-policy=no-user-gesture-required',
+    '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${wav}`],
+});
+let code = 0;
+try {
+  const page = browser.pages()[0] ?? await browser.newPage();
+  page.on('console', (m) => { if (m.type() === 'error') console.error('page:', m.text()); });
+  await page.goto(url);
+  if (mode === 'refused') {
+    await page.waitForFunction(() => window.linkStats?.state === 'refused', null, { timeout: 30000 });
+    if (screenshot) await page.screenshot({ path: screenshot });
+    const s = await page.evaluate(() => ({ ...window.linkStats, shown: document.getElementById('message')?.textContent }));
+    console.log(JSON.stringify(s));
+  } else {
+    await page.waitForFunction(() => window.linkStats?.state === 'live' && window.linkStats.framesDecoded > 5, null, { timeout: 45000 });
+    const before = await page.evaluate(() => window.linkStats.framesDecoded);
+    const micPublished = await page.evaluate(() => !document.getElementById('controls').hidden);
+    await page.waitForTimeout(3000);
+    const after = await page.evaluate(() => ({ ...window.linkStats }));
+    if (screenshot) await page.screenshot({ path: screenshot });
+    await page.click('#end');
+    await page.waitForFunction(() => window.linkStats.state === 'ended', null, { timeout: 15000 });
+    const shown = await page.evaluate(() => document.getElementById('message')?.textContent);
+    console.log(JSON.stringify({ sessionId: after.sessionId, frames0: before, frames1: after.framesDecoded, micPublished, shown }));
+  }
+} catch (e) {
+  console.error('check-link:', e.message);
+  code = 1;
+} finally {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+process.exit(code);
