@@ -129,7 +129,7 @@ func (s *Service) Initiate(ctx context.Context, userID, keyMode string, req Requ
 func sessionOfRoom(name string) (string, bool) {
 	for _, p := range []string{RoomPrefix, "avatar-link-"} {
 		if rest, ok := strings.CutPrefix(name, p); ok && rest != "" {
-			return strings.ToUpper(rest), true
+			return rest, true
 		}
 	}
 	return "", false

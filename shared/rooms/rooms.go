@@ -6,7 +6,6 @@ package rooms
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/livekit/protocol/auth"
@@ -85,7 +84,7 @@ type Hosted struct {
 
 // Host creates a uniquely named room (prefix + id) and both tokens.
 func (l *LiveKit) Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (Hosted, error) {
-	name := prefix + strings.ToLower(id)
+	name := prefix + id
 	if err := l.Create(ctx, name); err != nil {
 		return Hosted{}, err
 	}
