@@ -113,7 +113,7 @@ func run(ctx context.Context, out io.Writer) error {
 			if err := authRate(ratelimit.Read); err != nil {
 				return err
 			}
-			_, err := store.ListSessions(ctx, uid, "")
+			_, _, err := store.ListSessions(ctx, uid, "", domain.Page{Limit: domain.DefaultPageLimit})
 			return err
 		}},
 		{"POST /v1/sessions", func() error { return do("POST", "/v1/sessions", createBody) }, func() error {
@@ -130,7 +130,7 @@ func run(ctx context.Context, out io.Writer) error {
 			if _, err := store.GetUser(ctx, uid); err != nil {
 				return err
 			}
-			_, err := store.ListSessions(ctx, uid, domain.StatusStarted)
+			_, err := store.RunningSessionsOf(ctx, uid)
 			return err
 		}},
 	}

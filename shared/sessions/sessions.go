@@ -24,7 +24,8 @@ type Store interface {
 	CreateSession(ctx context.Context, s domain.Session) error
 	GetSession(ctx context.Context, userID, id string) (domain.Session, error)
 	GetSessionByID(ctx context.Context, id string) (domain.Session, error)
-	ListSessions(ctx context.Context, userID string, status domain.SessionStatus) ([]domain.Session, error)
+	ListSessions(ctx context.Context, userID string, status domain.SessionStatus, page domain.Page) ([]domain.Session, string, error)
+	RunningSessionsOf(ctx context.Context, userID string) ([]domain.Session, error)
 	DeleteCreatedSession(ctx context.Context, userID, id string) error
 	StartSession(ctx context.Context, p store.StartParams) error
 	StartNewSession(ctx context.Context, p store.StartParams, sess domain.Session, linkID string, now time.Time) error
@@ -215,15 +216,15 @@ func (s *Service) Get(ctx context.Context, userID, id string) (domain.Session, e
 	return s.store.GetSession(ctx, userID, id)
 }
 
-// List returns the caller's sessions, newest first. filter is "started",
-// "ended" or anything else for all.
-func (s *Service) List(ctx context.Context, userID, filter string) ([]domain.Session, error) {
+// List returns a page of the caller's sessions, newest first. filter is
+// "started", "ended" or anything else for all.
+func (s *Service) List(ctx context.Context, userID, filter string, page domain.Page) ([]domain.Session, string, error) {
 	var status domain.SessionStatus
 	switch filter {
 	case string(domain.StatusStarted), string(domain.StatusEnded):
 		status = domain.SessionStatus(filter)
 	}
-	return s.store.ListSessions(ctx, userID, status)
+	return s.store.ListSessions(ctx, userID, status, page)
 }
 
 // Started is the answer to a start.
@@ -501,7 +502,7 @@ func (s *Service) Usage(ctx context.Context, userID string) (domain.Usage, error
 	if err != nil {
 		return domain.Usage{}, err
 	}
-	active, err := s.store.ListSessions(ctx, userID, domain.StatusStarted)
+	active, err := s.store.RunningSessionsOf(ctx, userID)
 	if err != nil {
 		return domain.Usage{}, err
 	}

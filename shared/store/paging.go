@@ -34,8 +34,9 @@ var errBadCursor = domain.Errorf(domain.Invalid, "Invalid cursor").
 	WithSuggestion("Pass the next_cursor value of the previous page unchanged")
 
 // decodeCursor checks that the cursor names exactly the expected key
-// attributes and that it belongs to userID, so a cursor cannot be used to
-// read another tenant's items.
+// attributes and that it belongs to userID (its user_id attribute; callers
+// with another owner attribute pass "" and check it themselves), so a cursor
+// cannot be used to read another tenant's items.
 func decodeCursor(c, userID string, keys ...string) (dynamo.PagingKey, error) {
 	if c == "" {
 		return nil, nil
@@ -45,7 +46,7 @@ func decodeCursor(c, userID string, keys ...string) (dynamo.PagingKey, error) {
 		return nil, errBadCursor
 	}
 	var m map[string]string
-	if json.Unmarshal(b, &m) != nil || len(m) != len(keys) || m["user_id"] != userID {
+	if json.Unmarshal(b, &m) != nil || len(m) != len(keys) || (userID != "" && m["user_id"] != userID) {
 		return nil, errBadCursor
 	}
 	k := dynamo.PagingKey{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
 	"avatarsvc/shared/domain"
@@ -39,6 +40,10 @@ type sessionItem struct {
 	// runningIndex then holds exactly the started sessions, which the
 	// reaper reads without scanning the table.
 	Running   string          `dynamo:"running,omitempty"`
+	// RunningUser is the owner, also only while started: the sparse index
+	// runningByUserIndex holds one user's running sessions, which the usage
+	// summary reads without touching their history.
+	RunningUser string `dynamo:"running_user,omitempty"`
 	EndReason string          `dynamo:"end_reason,omitempty"`
 	Billing   *domain.Billing `dynamo:"billing,omitempty"`
 	AgentID   string          `dynamo:"agent_id,omitempty"`
@@ -79,8 +84,9 @@ func (it sessionItem) domain() domain.Session {
 
 // runningIndex is the sparse GSI over sessions.running (template.yaml).
 const (
-	runningIndex = "running"
-	runningValue = "started"
+	runningIndex       = "running"
+	runningValue       = "started"
+	runningByUserIndex = "running-by-user"
 )
 
 // Errors a transaction reports when a condition it relied on no longer holds;
@@ -131,22 +137,60 @@ func (s *Store) GetSessionByID(ctx context.Context, id string) (domain.Session, 
 	return it.domain(), nil
 }
 
-// ListSessions returns a user's sessions, newest first, optionally only those
-// in one status.
-func (s *Store) ListSessions(ctx context.Context, userID string, status domain.SessionStatus) ([]domain.Session, error) {
-	q := s.sessions.Get("user_id", userID).Index(byUserIndex).Order(dynamo.Descending)
-	if status != "" {
-		q = q.Filter("$ = ?", "status", string(status))
+// ListSessions returns a page of a user's sessions, newest first,
+// optionally only those in one status. Started sessions are read from the
+// sparse running-by-user index; the others from the user's history, with
+// the status as a filter (so such a page may hold fewer than page.Limit).
+func (s *Store) ListSessions(ctx context.Context, userID string, status domain.SessionStatus, page domain.Page) ([]domain.Session, string, error) {
+	var q *dynamo.Query
+	var start dynamo.PagingKey
+	var err error
+	if status == domain.StatusStarted {
+		start, err = decodeRunningCursor(page.Cursor, userID)
+		q = s.sessions.Get("running_user", userID).Index(runningByUserIndex)
+	} else {
+		start, err = decodeCursor(page.Cursor, userID, "user_id", "created_at", "session_id")
+		q = s.sessions.Get("user_id", userID).Index(byUserIndex)
+		if status != "" {
+			q = q.Filter("$ = ?", "status", string(status))
+		}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if page.Limit > 0 {
+		q = q.Limit(page.Limit)
 	}
 	var items []sessionItem
-	if err := q.All(ctx, &items); err != nil {
-		return nil, unavailable(err, "list sessions")
+	next, err := q.Order(dynamo.Descending).StartFrom(start).AllWithLastEvaluatedKey(ctx, &items)
+	if err != nil {
+		return nil, "", unavailable(err, "list sessions")
 	}
 	out := make([]domain.Session, len(items))
 	for i, it := range items {
 		out[i] = it.domain()
 	}
-	return out, nil
+	return out, encodeCursor(next), nil
+}
+
+// decodeRunningCursor reads a cursor of the running-by-user index, whose
+// keys are running_user, started_at and session_id.
+func decodeRunningCursor(c, userID string) (dynamo.PagingKey, error) {
+	k, err := decodeCursor(c, "", "running_user", "started_at", "session_id")
+	if err != nil || k == nil {
+		return k, err
+	}
+	if v, _ := k["running_user"].(*types.AttributeValueMemberS); v == nil || v.Value != userID {
+		return nil, errBadCursor
+	}
+	return k, nil
+}
+
+// RunningSessionsOf returns the user's started sessions (for the usage
+// summary), from the sparse index: never their whole history.
+func (s *Store) RunningSessionsOf(ctx context.Context, userID string) ([]domain.Session, error) {
+	list, _, err := s.ListSessions(ctx, userID, domain.StatusStarted, domain.Page{})
+	return list, err
 }
 
 // DeleteCreatedSession removes a session that was never started.
@@ -183,6 +227,7 @@ func (s *Store) StartSession(ctx context.Context, p StartParams) error {
 		Set("ws_uri", domain.TryAgain).
 		Set("job_deadline", formatTime(p.JobDeadline)).
 		Set("running", runningValue).
+		Set("running_user", p.UserID).
 		If("$ = ? AND $ = ?", "status", string(domain.StatusCreated), "user_id", p.UserID)
 	if !p.Expiration.IsZero() {
 		sess = sess.Set("expiration", formatTime(p.Expiration))
@@ -214,7 +259,7 @@ var ErrLinkChanged = errors.New("link changed concurrently")
 // exactly n sessions however many starts race.
 func (s *Store) StartNewSession(ctx context.Context, p StartParams, sess domain.Session, linkID string, now time.Time) error {
 	it := toSessionItem(sess)
-	it.Running = runningValue
+	it.Running, it.RunningUser = runningValue, sess.UserID
 	tx := s.db.WriteTx().
 		Put(s.sessions.Put(it).If("attribute_not_exists($)", "session_id")).
 		Update(s.takeSlot(p))
@@ -277,7 +322,7 @@ func (s *Store) EndSession(ctx context.Context, p EndParams) error {
 		Set("ended_at", formatTime(p.EndedAt)).
 		Set("end_reason", p.Reason).
 		Set("billing", &b).
-		Remove("running").
+		Remove("running", "running_user").
 		If("$ = ? AND $ = ?", "status", string(domain.StatusStarted), "user_id", p.UserID)
 	acct := s.users.Update("user_id", p.UserID).
 		Add("active_sessions", -1).
