@@ -67,7 +67,9 @@ func upload(t testing.TB, prefix, key string, parts ...part) response {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return response{Status: res.StatusCode, Header: res.Header, Body: b}
+	out := response{Status: res.StatusCode, Header: res.Header, Body: b}
+	checkAgainstSpec(t, "POST", prefix+"/avatars/upload", out)
+	return out
 }
 
 func fileParts(name string, data []byte, filename, ct string) []part {

@@ -81,7 +81,9 @@ func call(t testing.TB, method, path, key string, body any) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{Status: res.StatusCode, Header: res.Header, Body: b}
+	out := response{Status: res.StatusCode, Header: res.Header, Body: b}
+	checkAgainstSpec(t, method, path, out)
+	return out
 }
 
 func newAccount(t testing.TB, plan string) stacktest.Account {
