@@ -17,8 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	lkauth "github.com/livekit/protocol/auth"
-
 	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/shared/accounts"
 	"avatarsvc/shared/agents"
@@ -190,10 +188,9 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 	lk := rooms.New(c.LiveKitURL, c.LiveKitAPIKey, c.LiveKitAPISecret)
 	var host links.RoomHost
 	var roomHost roomhost.RoomHost
-	var webhookKeys lkauth.KeyProvider
+	var webhooks httpapi.WebhookVerifier
 	if lk != nil { // a nil *LiveKit in an interface would not read as nil
-		host, roomHost = lk, lk
-		webhookKeys = lkauth.NewSimpleKeyProvider(c.LiveKitAPIKey, c.LiveKitAPISecret)
+		host, roomHost, webhooks = lk, lk, lk
 	}
 	linkSvc := links.New(st, agentSvc, avatarSvc, svc, host, c.LinkPageURL, now)
 	return &App{
@@ -202,7 +199,7 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 		Reaper: reaper.New(st, svc, reaper.DefaultPolicy, now, log), SQS: sqsClient, S3: s3Client,
 		Deps: httpapi.Deps{
 			Sessions: svc, Avatars: avatarSvc, Agents: agentSvc, Links: linkSvc,
-			RoomHost: roomhost.New(svc, avatarSvc, roomHost, c.DefaultAvatar, log), WebhookKeys: webhookKeys,
+			RoomHost: roomhost.New(svc, avatarSvc, roomHost, c.DefaultAvatar, log), Webhooks: webhooks,
 			Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
 		},
 	}, nil

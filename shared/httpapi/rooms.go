@@ -3,11 +3,9 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/livekit/protocol/auth"
-	"github.com/livekit/protocol/webhook"
-
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/roomhost"
+	"avatarsvc/shared/rooms"
 )
 
 func handleInitiateRoom(svc *roomhost.Service) handlerFunc {
@@ -47,16 +45,21 @@ func handleInitiateRoom(svc *roomhost.Service) handlerFunc {
 	}
 }
 
+// WebhookVerifier checks LiveKit's webhook signatures (shared/rooms).
+type WebhookVerifier interface {
+	ReceiveWebhook(r *http.Request) (rooms.Event, error)
+}
+
 // handleLiveKitWebhook receives livekit-server's webhooks. The body is
-// verified against the signed Authorization header with the server SDK's
-// verifier (the LiveKit API secret signs it), so nobody else can start or
-// end sessions through this public route.
-func handleLiveKitWebhook(svc *roomhost.Service, keys auth.KeyProvider) handlerFunc {
+// verified against the signed Authorization header (the LiveKit API secret
+// signs it), so nobody else can start or end sessions through this public
+// route.
+func handleLiveKitWebhook(svc *roomhost.Service, verifier WebhookVerifier) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if keys == nil {
+		if verifier == nil {
 			return roomhost.ErrNotConfigured
 		}
-		ev, err := webhook.ReceiveWebhookEvent(r, keys)
+		ev, err := verifier.ReceiveWebhook(r)
 		if err != nil {
 			return domain.Errorf(domain.Unauthorized, "Invalid webhook signature")
 		}

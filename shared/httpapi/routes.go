@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/livekit/protocol/auth"
-
 	"avatarsvc/shared/agents"
 	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
@@ -51,8 +49,8 @@ type Deps struct {
 	Agents   *agents.Service
 	Links    *links.Service
 	RoomHost *roomhost.Service
-	// WebhookKeys verify LiveKit's webhooks; nil when no LiveKit is configured.
-	WebhookKeys   auth.KeyProvider
+	// Webhooks verifies LiveKit's webhooks; nil when no LiveKit is configured.
+	Webhooks      WebhookVerifier
 	Authenticator Authenticator
 	Limiter       Limiter
 	Log           *slog.Logger
@@ -93,7 +91,7 @@ func Routes(d Deps) []Route {
 		{Name: "rooms-initiate", Method: "POST", Path: "/rooms/initiate", Style: structured, Class: ratelimit.SessionStart,
 			handler: handleInitiateRoom(d.RoomHost)},
 		{Name: "livekit-webhook", Method: "POST", Path: "/livekit/webhook", Style: structured, Class: ratelimit.Write, Public: true,
-			handler: handleLiveKitWebhook(d.RoomHost, d.WebhookKeys)},
+			handler: handleLiveKitWebhook(d.RoomHost, d.Webhooks)},
 
 		{Name: "avatars-upload", Method: "POST", Path: "/avatars/upload", Style: plainString, Class: ratelimit.Write,
 			MaxBody: maxUploadBody, handler: handleUploadAvatar(d.Avatars)},

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/livekit/protocol/livekit"
-
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/rooms"
 	"avatarsvc/shared/sessions"
@@ -139,17 +137,21 @@ func sessionOfRoom(name string) (string, bool) {
 // renderer) joining a room made by Initiate starts its session; the client
 // leaving, or the room finishing, ends it (faster than the renderer's own
 // presence check, through the same end path).
-func (s *Service) HandleEvent(ctx context.Context, ev *livekit.WebhookEvent) error {
-	if ev.GetRoom() == nil {
+func (s *Service) HandleEvent(ctx context.Context, ev rooms.Event) error {
+	if ev.Room == nil {
 		return nil
 	}
-	id, ok := sessionOfRoom(ev.GetRoom().GetName())
+	id, ok := sessionOfRoom(ev.Room.Name)
 	if !ok {
 		return nil
 	}
-	switch ev.GetEvent() {
+	identity := ""
+	if ev.Participant != nil {
+		identity = ev.Participant.Identity
+	}
+	switch ev.Event {
 	case "participant_joined":
-		if ev.GetParticipant().GetIdentity() == rooms.AvatarIdentity || !strings.HasPrefix(ev.GetRoom().GetName(), RoomPrefix) {
+		if identity == rooms.AvatarIdentity || !strings.HasPrefix(ev.Room.Name, RoomPrefix) {
 			return nil
 		}
 		sess, err := s.sessions.GetByID(ctx, id)
@@ -165,7 +167,7 @@ func (s *Service) HandleEvent(ctx context.Context, ev *livekit.WebhookEvent) err
 		// The visitor left (the link page's end button, or closing the tab):
 		// the conversation is over. The renderer leaving is the session
 		// ending already.
-		if ev.GetParticipant().GetIdentity() == rooms.AvatarIdentity {
+		if identity == rooms.AvatarIdentity {
 			return nil
 		}
 		return s.finish(ctx, id, domain.ReasonParticipantsLeft)

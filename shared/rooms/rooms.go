@@ -1,24 +1,39 @@
 // Package rooms creates LiveKit rooms for sessions the service hosts (links
-// and rooms/initiate) and mints their join tokens, through LiveKit's room
-// service (server-sdk-go) and access tokens (livekit/protocol).
+// and rooms/initiate), mints their join tokens and verifies LiveKit's
+// webhooks.
+//
+// It speaks LiveKit's documented wire formats directly: the RoomService
+// twirp endpoint (JSON over HTTP) and HS256 JWTs signed with the API
+// secret (go-jose). LiveKit's Go packages (server-sdk-go, and protocol's
+// auth and webhook, which import its utils) pull in pion's WebRTC stack,
+// about 25 MB in every Lambda binary; the tests check these tokens and
+// signatures against a real livekit-server instead.
 package rooms
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"time"
 
-	"github.com/livekit/protocol/auth"
-	"github.com/livekit/protocol/livekit"
-	lksdk "github.com/livekit/server-sdk-go/v2"
+	"github.com/go-jose/go-jose/v3"
+	"github.com/go-jose/go-jose/v3/jwt"
 )
 
 // LiveKit is one LiveKit deployment (LIVEKIT_URL, LIVEKIT_API_KEY,
 // LIVEKIT_API_SECRET).
 type LiveKit struct {
-	url         string
+	url         string // what client SDKs dial (ws:// or wss://)
+	api         string // the same host over http(s), for the room service
 	key, secret string
-	client      *lksdk.RoomServiceClient
+	client      *http.Client
 }
 
 // New returns the LiveKit platform, or nil when none is configured.
@@ -26,44 +41,86 @@ func New(url, key, secret string) *LiveKit {
 	if url == "" || key == "" || secret == "" {
 		return nil
 	}
-	return &LiveKit{url: url, key: key, secret: secret, client: lksdk.NewRoomServiceClient(url, key, secret)}
+	api := strings.Replace(strings.Replace(url, "wss://", "https://", 1), "ws://", "http://", 1)
+	return &LiveKit{url: url, api: strings.TrimSuffix(api, "/"), key: key, secret: secret,
+		client: &http.Client{Timeout: 10 * time.Second}}
 }
 
 // URL is the address client SDKs connect to.
 func (l *LiveKit) URL() string { return l.url }
 
-// Room settings: an empty room closes soon after everyone left, and a room
-// nobody joins closes after the renderer's own wait for a first viewer.
+// Room settings: an empty room closes soon after everyone left.
 const (
 	emptyTimeout     = 2 * time.Minute
 	departureTimeout = 20 * time.Second
 	maxParticipants  = 8
 )
 
-// Create makes a room called name.
+// videoGrant is LiveKit's "video" claim.
+type videoGrant struct {
+	RoomCreate     bool   `json:"roomCreate,omitempty"`
+	RoomJoin       bool   `json:"roomJoin,omitempty"`
+	Room           string `json:"room,omitempty"`
+	CanPublish     *bool  `json:"canPublish,omitempty"`
+	CanSubscribe   *bool  `json:"canSubscribe,omitempty"`
+	CanPublishData *bool  `json:"canPublishData,omitempty"`
+}
+
+type claims struct {
+	jwt.Claims
+	Name  string      `json:"name,omitempty"`
+	Video *videoGrant `json:"video,omitempty"`
+}
+
+func (l *LiveKit) sign(identity, name string, ttl time.Duration, grant videoGrant) (string, error) {
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte(l.secret)},
+		(&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	c := claims{
+		Claims: jwt.Claims{Issuer: l.key, Subject: identity, ID: identity, NotBefore: jwt.NewNumericDate(now),
+			Expiry: jwt.NewNumericDate(now.Add(ttl))},
+		Name: name, Video: &grant,
+	}
+	return jwt.Signed(signer).Claims(c).CompactSerialize()
+}
+
+// Create makes a room called name through the room service.
 func (l *LiveKit) Create(ctx context.Context, name string) error {
-	_, err := l.client.CreateRoom(ctx, &livekit.CreateRoomRequest{
-		Name: name, EmptyTimeout: uint32(emptyTimeout.Seconds()), DepartureTimeout: uint32(departureTimeout.Seconds()),
-		MaxParticipants: maxParticipants,
+	token, err := l.sign("", "", time.Minute, videoGrant{RoomCreate: true})
+	if err != nil {
+		return fmt.Errorf("livekit: token: %w", err)
+	}
+	body, _ := json.Marshal(map[string]any{
+		"name": name, "empty_timeout": int(emptyTimeout.Seconds()),
+		"departure_timeout": int(departureTimeout.Seconds()), "max_participants": maxParticipants,
 	})
+	req, err := http.NewRequestWithContext(ctx, "POST", l.api+"/twirp/livekit.RoomService/CreateRoom", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := l.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("livekit: create room %s: %w", name, err)
+	}
+	defer res.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("livekit: create room %s: HTTP %d: %s", name, res.StatusCode, msg)
 	}
 	return nil
 }
 
-// Token mints a join token for identity in room, valid for ttl.
+// Token mints a join token for identity in room, valid for ttl: it may
+// publish (camera, microphone, data) and subscribe.
 func (l *LiveKit) Token(room, identity, name string, ttl time.Duration) (string, error) {
-	t := auth.NewAccessToken(l.key, l.secret).SetIdentity(identity).SetName(name).SetValidFor(ttl).
-		SetVideoGrant(&auth.VideoGrant{RoomJoin: true, Room: room, CanPublish: ptr(true), CanSubscribe: ptr(true), CanPublishData: ptr(true)})
-	jwt, err := t.ToJWT()
-	if err != nil {
-		return "", fmt.Errorf("livekit: token: %w", err)
-	}
-	return jwt, nil
+	yes := true
+	return l.sign(identity, name, ttl, videoGrant{RoomJoin: true, Room: room, CanPublish: &yes, CanSubscribe: &yes, CanPublishData: &yes})
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // Identities in service-made rooms: the renderer joins as AvatarIdentity
 // (gpu-fleet/room uses the same constant).
@@ -97,4 +154,55 @@ func (l *LiveKit) Host(ctx context.Context, prefix, id, userIdentity string, ttl
 		return Hosted{}, err
 	}
 	return Hosted{Name: name, URL: l.url, RendererToken: renderer, UserToken: user, UserIdentity: userIdentity}, nil
+}
+
+// Event is the part of a LiveKit webhook the service acts on.
+type Event struct {
+	Event string `json:"event"`
+	Room  *struct {
+		Name string `json:"name"`
+	} `json:"room"`
+	Participant *struct {
+		Identity string `json:"identity"`
+	} `json:"participant"`
+}
+
+// ErrBadSignature answers a webhook that LiveKit did not sign.
+var ErrBadSignature = errors.New("livekit: webhook signature does not verify")
+
+// maxWebhookBytes bounds a webhook body (LiveKit's are a few KB).
+const maxWebhookBytes = 1 << 20
+
+// ReceiveWebhook verifies a webhook as LiveKit signs it: the Authorization
+// header is a JWT signed with the API secret, issued by the API key, whose
+// sha256 claim is the base64 SHA-256 of the body.
+func (l *LiveKit) ReceiveWebhook(r *http.Request) (Event, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxWebhookBytes))
+	if err != nil {
+		return Event{}, err
+	}
+	auth := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok, err := jwt.ParseSigned(auth)
+	if err != nil {
+		return Event{}, ErrBadSignature
+	}
+	var c struct {
+		jwt.Claims
+		SHA256 string `json:"sha256"`
+	}
+	if err := tok.Claims([]byte(l.secret), &c); err != nil || len(tok.Headers) != 1 || tok.Headers[0].Algorithm != string(jose.HS256) {
+		return Event{}, ErrBadSignature
+	}
+	if err := c.Claims.ValidateWithLeeway(jwt.Expected{Issuer: l.key, Time: time.Now()}, time.Minute); err != nil {
+		return Event{}, ErrBadSignature
+	}
+	sum := sha256.Sum256(body)
+	if c.SHA256 == "" || c.SHA256 != base64.StdEncoding.EncodeToString(sum[:]) {
+		return Event{}, ErrBadSignature
+	}
+	var ev Event
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return Event{}, fmt.Errorf("livekit: webhook body: %w", err)
+	}
+	return ev, nil
 }

@@ -39,17 +39,17 @@ type sessionItem struct {
 	// Running is set only while the session is started: the sparse index
 	// runningIndex then holds exactly the started sessions, which the
 	// reaper reads without scanning the table.
-	Running   string          `dynamo:"running,omitempty"`
+	Running string `dynamo:"running,omitempty"`
 	// RunningUser is the owner, also only while started: the sparse index
 	// runningByUserIndex holds one user's running sessions, which the usage
 	// summary reads without touching their history.
-	RunningUser string `dynamo:"running_user,omitempty"`
-	EndReason string          `dynamo:"end_reason,omitempty"`
-	Billing   *domain.Billing `dynamo:"billing,omitempty"`
-	AgentID   string          `dynamo:"agent_id,omitempty"`
-	LinkID    string          `dynamo:"link_id,omitempty"`
-	RoomName  string          `dynamo:"room_name,omitempty"`
-	VoiceID   string          `dynamo:"voice_id,omitempty"`
+	RunningUser string          `dynamo:"running_user,omitempty"`
+	EndReason   string          `dynamo:"end_reason,omitempty"`
+	Billing     *domain.Billing `dynamo:"billing,omitempty"`
+	AgentID     string          `dynamo:"agent_id,omitempty"`
+	LinkID      string          `dynamo:"link_id,omitempty"`
+	RoomName    string          `dynamo:"room_name,omitempty"`
+	VoiceID     string          `dynamo:"voice_id,omitempty"`
 	// Transcription is stored for every session (absent reads as false).
 	Transcription bool `dynamo:"transcription,omitempty"`
 }
