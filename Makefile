@@ -18,9 +18,10 @@ setup:
 run: setup
 	$(GO) run ./scripts/devstack $(if $(RESET),-reset)
 
-## test: vet, then every test against the real local stand-ins
+## test: vet, then every test against the real local stand-ins, then 30 s of fuzzing every route
 test: setup lint
 	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -run '^$$' -fuzz FuzzRoutes -fuzztime 30s -parallel 1 ./shared/httpapi
 
 lint:
 	@unformatted=$$(gofmt -l $$(find functions gpu-fleet shared scripts -name '*.go' -not -path '*/node_modules/*') 2>/dev/null); \
