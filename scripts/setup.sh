@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need, idempotently and with
-# progress lines: Debian packages (libvpx, libopus, Java, Chromium, ffmpeg for video moderation), the npm
-# stand-ins under scripts/ (DynamoDB Local, SQS server, browser tooling), and
-# livekit-server built from its pinned Go module. A second run is fast.
+# progress lines: Debian packages (libvpx, libopus, Java, Chromium, ffmpeg
+# for video moderation, jq for the walkthroughs), the npm stand-ins under
+# scripts/ (DynamoDB Local, SQS server, browser tooling), and livekit-server
+# built from its pinned Go module. A second run is fast.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 say() { echo "setup: $*"; }
 
 LIVEKIT_VERSION=1.13.5
-APT_PACKAGES=(libvpx-dev libopus-dev pkg-config default-jre-headless chromium ffmpeg)
+APT_PACKAGES=(libvpx-dev libopus-dev pkg-config default-jre-headless chromium ffmpeg jq)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

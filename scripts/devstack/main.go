@@ -289,8 +289,15 @@ The avatar service is running (Ctrl-C drains the worker and stops everything).
   test key     %[3]s
   LiveKit      %[4]s   key %[5]s / secret in .local/dev.json
   worker       ws_uri on ws://%[7]s, reaper every 10 s
-  viewer page  http://%[8]s/viewer/
+  viewer page  http://%[8]s/viewer/       link page  http://%[8]s/link/
   settings     .local/dev.json     logs: %[6]s
+
+A link anyone can open to talk to an avatar (in another terminal):
+  export KEY=%[2]s
+  AGENT=$(curl -s -X POST %[1]s/v1/agents -H "x-api-key: $KEY" -H 'Content-Type: application/json' \
+    -d '{"name":"Greeter","avatar_id":"catalog/nasa/eileen-collins"}' | jq -r .agent.agent_id)
+  curl -s -X POST %[1]s/v1/links -H "x-api-key: $KEY" -H 'Content-Type: application/json' \
+    -d "{\"agent_id\":\"$AGENT\",\"name\":\"Demo\"}" | jq -r .link.url     # open it in a browser
 
 From zero to a talking avatar (in another terminal):
   export KEY=%[2]s

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"avatarsvc/shared/httpapi"
 	"avatarsvc/scripts/stacktest"
+	"avatarsvc/shared/httpapi"
 )
 
 var (
