@@ -50,11 +50,11 @@ var wantTables = []wantTable{
 	{logicalID: "UsersTable", hash: "user_id"},
 	{logicalID: "ApiKeysTable", hash: "key_hash", byUser: true},
 	{logicalID: "SessionsTable", hash: "session_id", byUser: true, ttl: "ttl",
-		extraGSIs: []string{"running: HASH running, RANGE started_at ALL"}},
+		extraGSIs: []string{"running-by-user: HASH running_user, RANGE started_at ALL", "running: HASH running, RANGE started_at ALL"}},
 	{logicalID: "RateLimitsTable", hash: "bucket", ttl: "ttl"},
 	{logicalID: "AvatarsTable", hash: "avatar_id", byUser: true},
-	{logicalID: "AgentsTable", hash: "agent_id", byUser: true},
-	{logicalID: "LinksTable", hash: "link_id", byUser: true},
+	{logicalID: "AgentsTable", hash: "agent_id", byUser: true, ttl: "ttl"},
+	{logicalID: "LinksTable", hash: "link_id", byUser: true, ttl: "ttl"},
 	{logicalID: "CountersTable", hash: "name"},
 }
 

@@ -186,6 +186,7 @@ func (s *Service) moderate(ctx context.Context, data []byte, video bool) error {
 	if err == nil {
 		return nil
 	}
+	s.log.InfoContext(ctx, "upload refused by moderation", "reason", err.Error())
 	return &domain.Error{Code: domain.Unacceptable, Message: moderationMessage, Suggestion: capitalize(err.Error()), Err: err}
 }
 
