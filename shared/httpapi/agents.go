@@ -155,30 +155,6 @@ func handleCreateAgent(svc *agents.Service) handlerFunc {
 	}
 }
 
-func handleListAgents(svc *agents.Service) handlerFunc {
-	type response struct {
-		Success    bool        `json:"success"`
-		Agents     []agentView `json:"agents"`
-		NextCursor *string     `json:"next_cursor"`
-	}
-	return func(w http.ResponseWriter, r *http.Request) error {
-		page, err := pageOf(r)
-		if err != nil {
-			return err
-		}
-		list, next, err := svc.List(r.Context(), principal(r.Context()).UserID, page)
-		if err != nil {
-			return err
-		}
-		views := make([]agentView, len(list))
-		for i, a := range list {
-			views[i] = viewAgent(a)
-		}
-		encode(w, http.StatusOK, response{Success: true, Agents: views, NextCursor: cursorOrNull(next)})
-		return nil
-	}
-}
-
 func handleGetAgent(svc *agents.Service) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		a, err := svc.Get(r.Context(), principal(r.Context()).UserID, r.PathValue("agent_id"))

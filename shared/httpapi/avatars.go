@@ -143,30 +143,6 @@ func bodyError(err error, msg string) error {
 	return domain.Errorf(domain.Invalid, "%s", msg)
 }
 
-func handleListAvatars(svc *avatars.Service) handlerFunc {
-	type response struct {
-		Success    bool         `json:"success"`
-		Avatars    []avatarView `json:"avatars"`
-		NextCursor *string      `json:"next_cursor"`
-	}
-	return func(w http.ResponseWriter, r *http.Request) error {
-		page, err := pageOf(r)
-		if err != nil {
-			return err
-		}
-		list, next, err := svc.List(r.Context(), principal(r.Context()).UserID, page)
-		if err != nil {
-			return err
-		}
-		views := make([]avatarView, len(list))
-		for i, a := range list {
-			views[i] = viewAvatar(a)
-		}
-		encode(w, http.StatusOK, response{Success: true, Avatars: views, NextCursor: cursorOrNull(next)})
-		return nil
-	}
-}
-
 func handleUpdateAvatar(svc *avatars.Service) handlerFunc {
 	type request struct {
 		Name       optional[string] `json:"name"`

@@ -91,31 +91,6 @@ func handleCreateLink(svc *links.Service, now func() time.Time) handlerFunc {
 	}
 }
 
-func handleListLinks(svc *links.Service, now func() time.Time) handlerFunc {
-	type response struct {
-		Success    bool       `json:"success"`
-		Links      []linkView `json:"links"`
-		NextCursor *string    `json:"next_cursor"`
-	}
-	return func(w http.ResponseWriter, r *http.Request) error {
-		page, err := pageOf(r)
-		if err != nil {
-			return err
-		}
-		list, next, err := svc.List(r.Context(), principal(r.Context()).UserID, r.URL.Query().Get("status"), page)
-		if err != nil {
-			return err
-		}
-		t := now()
-		views := make([]linkView, len(list))
-		for i, l := range list {
-			views[i] = viewLink(svc, l, t)
-		}
-		encode(w, http.StatusOK, response{Success: true, Links: views, NextCursor: cursorOrNull(next)})
-		return nil
-	}
-}
-
 func handleUpdateLink(svc *links.Service, now func() time.Time) handlerFunc {
 	type request struct {
 		Name      optional[string]      `json:"name"`

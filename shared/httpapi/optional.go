@@ -131,3 +131,25 @@ func tooDeep() error {
 	return domain.Errorf(domain.Invalid, "JSON is nested too deeply").
 		WithSuggestion("Objects and arrays may be nested at most 32 levels deep")
 }
+
+// handleList is every list endpoint: it reads the page parameters, asks
+// list for one page of the caller's items and answers
+// {"success": true, <field>: [views], "next_cursor": ...}.
+func handleList[T, V any](field string, list func(r *http.Request, userID string, page domain.Page) ([]T, string, error), view func(T) V) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		page, err := pageOf(r)
+		if err != nil {
+			return err
+		}
+		items, next, err := list(r, principal(r.Context()).UserID, page)
+		if err != nil {
+			return err
+		}
+		views := make([]V, len(items))
+		for i, it := range items {
+			views[i] = view(it)
+		}
+		encode(w, http.StatusOK, map[string]any{"success": true, field: views, "next_cursor": cursorOrNull(next)})
+		return nil
+	}
+}

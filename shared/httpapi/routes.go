@@ -74,7 +74,9 @@ func Routes(d Deps) []Route {
 		{Name: "sessions-create", Method: "POST", Path: "/sessions", Style: structured, Class: ratelimit.Write,
 			handler: handleCreateSession(d.Sessions)},
 		{Name: "sessions-list", Method: "GET", Path: "/sessions", Style: structured, Class: ratelimit.Read,
-			handler: handleListSessions(d.Sessions, d.Now)},
+			handler: handleList("sessions", func(r *http.Request, user string, p domain.Page) ([]domain.Session, string, error) {
+				return d.Sessions.List(r.Context(), user, r.URL.Query().Get("status"), p)
+			}, func(s domain.Session) sessionView { return viewSession(s, d.Now()) })},
 		{Name: "sessions-get", Method: "GET", Path: "/sessions/{session_id}", Style: structured, Class: ratelimit.Read,
 			handler: handleGetSession(d.Sessions, d.Now)},
 		{Name: "sessions-start", Method: "PUT", Path: "/sessions/{session_id}/start", Style: structured, Class: ratelimit.SessionStart,
@@ -96,7 +98,9 @@ func Routes(d Deps) []Route {
 		{Name: "avatars-upload", Method: "POST", Path: "/avatars/upload", Style: plainString, Class: ratelimit.Write,
 			MaxBody: maxUploadBody, handler: handleUploadAvatar(d.Avatars)},
 		{Name: "avatars-list", Method: "GET", Path: "/avatars", Style: structured, Class: ratelimit.Read,
-			handler: handleListAvatars(d.Avatars)},
+			handler: handleList("avatars", func(r *http.Request, user string, p domain.Page) ([]domain.Avatar, string, error) {
+				return d.Avatars.List(r.Context(), user, p)
+			}, viewAvatar)},
 		{Name: "avatars-update", Method: "PUT", Path: "/avatars/{id}", Style: plainString, Class: ratelimit.Write,
 			handler: handleUpdateAvatar(d.Avatars)},
 		{Name: "avatars-delete", Method: "DELETE", Path: "/avatars/{id...}", Style: structured, Class: ratelimit.Write,
@@ -107,7 +111,9 @@ func Routes(d Deps) []Route {
 		{Name: "agents-create", Method: "POST", Path: "/agents", Style: structured, Class: ratelimit.Write,
 			handler: handleCreateAgent(d.Agents)},
 		{Name: "agents-list", Method: "GET", Path: "/agents", Style: structured, Class: ratelimit.Read,
-			handler: handleListAgents(d.Agents)},
+			handler: handleList("agents", func(r *http.Request, user string, p domain.Page) ([]agents.Agent, string, error) {
+				return d.Agents.List(r.Context(), user, p)
+			}, viewAgent)},
 		{Name: "agents-get", Method: "GET", Path: "/agents/{agent_id}", Style: structured, Class: ratelimit.Read,
 			handler: handleGetAgent(d.Agents)},
 		{Name: "agents-update", Method: "PUT", Path: "/agents/{agent_id}", Style: structured, Class: ratelimit.Write,
@@ -120,7 +126,9 @@ func Routes(d Deps) []Route {
 		{Name: "links-create", Method: "POST", Path: "/links", Style: structured, Class: ratelimit.Write,
 			handler: handleCreateLink(d.Links, d.Now)},
 		{Name: "links-list", Method: "GET", Path: "/links", Style: structured, Class: ratelimit.Read,
-			handler: handleListLinks(d.Links, d.Now)},
+			handler: handleList("links", func(r *http.Request, user string, p domain.Page) ([]links.Link, string, error) {
+				return d.Links.List(r.Context(), user, r.URL.Query().Get("status"), p)
+			}, func(l links.Link) linkView { return viewLink(d.Links, l, d.Now()) })},
 		{Name: "links-update", Method: "PUT", Path: "/links/{link_id}", Style: structured, Class: ratelimit.Write,
 			handler: handleUpdateLink(d.Links, d.Now)},
 		{Name: "links-delete", Method: "DELETE", Path: "/links/{link_id}", Style: structured, Class: ratelimit.Write,

@@ -56,31 +56,6 @@ func handleCreateSession(svc *sessions.Service) handlerFunc {
 	}
 }
 
-func handleListSessions(svc *sessions.Service, now func() time.Time) handlerFunc {
-	type response struct {
-		Success    bool          `json:"success"`
-		Sessions   []sessionView `json:"sessions"`
-		NextCursor *string       `json:"next_cursor"`
-	}
-	return func(w http.ResponseWriter, r *http.Request) error {
-		page, err := pageOf(r)
-		if err != nil {
-			return err
-		}
-		list, next, err := svc.List(r.Context(), principal(r.Context()).UserID, r.URL.Query().Get("status"), page)
-		if err != nil {
-			return err
-		}
-		t := now()
-		views := make([]sessionView, len(list))
-		for i, s := range list {
-			views[i] = viewSession(s, t)
-		}
-		encode(w, http.StatusOK, response{Success: true, Sessions: views, NextCursor: cursorOrNull(next)})
-		return nil
-	}
-}
-
 func handleGetSession(svc *sessions.Service, now func() time.Time) handlerFunc {
 	type response struct {
 		Success bool        `json:"success"`
