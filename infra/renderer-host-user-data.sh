@@ -16,15 +16,19 @@ DRAIN_SECONDS="${DRAIN_SECONDS:-900}"
 log() { echo "renderer-bootstrap: $*" | systemd-cat -t renderer-bootstrap -p info 2>/dev/null || echo "renderer-bootstrap: $*"; }
 
 # 1. Runtime libraries the cgo encoders link against (Amazon Linux 2023 or
-# Debian/Ubuntu GPU AMIs).
+# Debian/Ubuntu GPU AMIs), and ffmpeg, which takes the still a video avatar
+# is animated from. Amazon Linux 2023's repositories have no ffmpeg: bake it
+# into the AMI there, or video avatars end as "avatar_rejected: video
+# avatars need ffmpeg on the renderer host".
 if command -v dnf >/dev/null 2>&1; then
   log "installing libvpx and opus with dnf"
   dnf install -y -q libvpx opus awscli-2 jq
+  command -v ffmpeg >/dev/null 2>&1 || log "ffmpeg missing: video avatars will be refused"
 elif command -v apt-get >/dev/null 2>&1; then
-  log "installing libvpx and opus with apt-get"
+  log "installing libvpx, opus and ffmpeg with apt-get"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvpx7 libopus0 awscli jq || \
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 'libvpx[0-9]*' libopus0 awscli jq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvpx7 libopus0 ffmpeg awscli jq || \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 'libvpx[0-9]*' libopus0 ffmpeg awscli jq
 fi
 
 # 2. The worker binary.

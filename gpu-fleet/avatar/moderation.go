@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 )
 
@@ -50,40 +52,52 @@ func (Moderation) CheckImage(data []byte) error {
 }
 
 // CheckVideo requires a real MP4 or WebM from which ffmpeg can take a
-// frame (half a second in, or the first for shorter clips), and a face in
-// that frame.
+// frame, and a face in that frame.
 func (m Moderation) CheckVideo(ctx context.Context, data []byte) error {
-	path, err := exec.LookPath(m.ffmpeg())
-	if err != nil {
-		return ErrVideoUnsupported
-	}
-	f, err := os.CreateTemp("", "upload-*")
+	frame, err := VideoFrame(ctx, m.ffmpeg(), data)
 	if err != nil {
 		return err
+	}
+	return m.CheckImage(frame)
+}
+
+// IsVideo reports whether data is an MP4 or WebM file (by its bytes).
+func IsVideo(data []byte) bool {
+	t := http.DetectContentType(data)
+	return strings.HasPrefix(t, "video/mp4") || strings.HasPrefix(t, "video/webm")
+}
+
+// VideoFrame takes one frame of a video as PNG with ffmpeg: half a second
+// in, or the first frame of a shorter clip. Video avatars are animated from
+// this still, like photos.
+func VideoFrame(ctx context.Context, ffmpeg string, data []byte) ([]byte, error) {
+	path, err := exec.LookPath(ffmpeg)
+	if err != nil {
+		return nil, ErrVideoUnsupported
+	}
+	f, err := os.CreateTemp("", "video-*")
+	if err != nil {
+		return nil, err
 	}
 	defer os.Remove(f.Name())
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return err
+		return nil, err
 	}
 	f.Close()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	var frame []byte
 	for _, at := range []string{"0.5", "0"} {
 		cmd := exec.CommandContext(ctx, path, "-v", "error", "-ss", at, "-i", f.Name(),
 			"-frames:v", "1", "-f", "image2pipe", "-vcodec", "png", "-")
-		var out, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &stderr
+		var out bytes.Buffer
+		cmd.Stdout = &out
 		if err := cmd.Run(); err == nil && out.Len() > 0 {
-			frame = out.Bytes()
-			break
-		} else if ctx.Err() != nil {
-			return fmt.Errorf("%w: the video took too long to read", ErrCorruptImage)
+			return out.Bytes(), nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: the video took too long to read", ErrCorruptImage)
 		}
 	}
-	if frame == nil {
-		return errors.New("the file is not a playable MP4 or WebM video")
-	}
-	return m.CheckImage(frame)
+	return nil, errors.New("the file is not a playable MP4 or WebM video")
 }

@@ -38,8 +38,11 @@ type ObjectGetter interface {
 type Config struct {
 	S3     ObjectGetter
 	Policy netguard.Policy
-	// MaxBytes caps an avatar's size, checked while reading (20 MiB).
+	// MaxBytes caps an avatar's size, checked while reading (50 MiB, the
+	// upload limit for videos).
 	MaxBytes int64
+	// FFmpeg takes the still of a video avatar ("ffmpeg" on PATH when empty).
+	FFmpeg string
 	// ConnectTimeout bounds each dial; TotalTimeout the whole fetch (3 s, 10 s).
 	ConnectTimeout, TotalTimeout time.Duration
 	MaxRedirects                 int // 3
@@ -71,7 +74,10 @@ type cacheEntry struct {
 // New returns a Loader.
 func New(cfg Config) *Loader {
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = 20 << 20
+		cfg.MaxBytes = 50 << 20
+	}
+	if cfg.FFmpeg == "" {
+		cfg.FFmpeg = "ffmpeg"
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 3 * time.Second
@@ -136,6 +142,12 @@ func (l *Loader) Load(ctx context.Context, src domain.AvatarSource, width, heigh
 	key := cacheKey{sum: sha256.Sum256(data), w: width, h: height}
 	if p := l.cached(key); p != nil {
 		return p, nil
+	}
+	if avatar.IsVideo(data) {
+		// Video avatars are animated from one still of the video.
+		if data, err = avatar.VideoFrame(ctx, l.cfg.FFmpeg, data); err != nil {
+			return nil, err
+		}
 	}
 	img, err := avatar.Decode(bytes.NewReader(data), l.cfg.MaxBytes)
 	if err != nil {
@@ -246,6 +258,8 @@ func EndReason(err error) string {
 		return "avatar_rejected: image too large"
 	case errors.Is(err, avatar.ErrUnsupportedFormat), errors.Is(err, avatar.ErrCorruptImage):
 		return "avatar_rejected: unreadable image"
+	case errors.Is(err, avatar.ErrVideoUnsupported):
+		return "avatar_rejected: video avatars need ffmpeg on the renderer host"
 	case errors.Is(err, netguard.ErrAddressNotAllowed):
 		return "avatar_unavailable: address not allowed"
 	case errors.Is(err, netguard.ErrHostNotAllowed):

@@ -32,7 +32,8 @@ func bucket(t *testing.T) *s3.Client {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("media")}); err != nil {
 		t.Fatal(err)
 	}
-	for key, file := range map[string]string{"face": testfiles.FacePNG, "noface": testfiles.NoFaceJPEG} {
+	for key, file := range map[string]string{"face": testfiles.FacePNG, "noface": testfiles.NoFaceJPEG,
+		"face.mp4": testfiles.FaceMP4, "face.webm": testfiles.FaceWebM} {
 		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("media"), Key: aws.String(key),
 			Body: bytes.NewReader(testfiles.Read(t, file))}); err != nil {
 			t.Fatal(err)
@@ -48,6 +49,8 @@ func TestLoadFromBucket(t *testing.T) {
 		name, key, wantReason string
 	}{
 		{"face", "face", ""},
+		{"video avatar (MP4): animated from a still", "face.mp4", ""},
+		{"video avatar (WebM)", "face.webm", ""},
 		{"no face", "noface", "avatar_rejected: no face found"},
 		{"missing object", "gone", "avatar_unavailable: could not fetch the image"},
 	}

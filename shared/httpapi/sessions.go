@@ -36,6 +36,9 @@ func handleCreateSession(svc *sessions.Service) handlerFunc {
 		if err != nil {
 			return err
 		}
+		if err := checkStorable(req.Metadata); err != nil {
+			return err
+		}
 		if b, _ := json.Marshal(req.Metadata); len(b) > maxMetadataBytes {
 			return domain.Errorf(domain.TooLarge, "metadata is too large").
 				WithSuggestion("Keep metadata under 16 KiB of JSON")

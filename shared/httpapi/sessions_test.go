@@ -288,6 +288,16 @@ func TestCreateSessionValidation(t *testing.T) {
 			b["metadata"] = map[string]any{"x": strings.Repeat("a", 20000)}
 			return b
 		}(), 400, "metadata is too large"},
+		{"metadata nested too deeply", func() any {
+			b := validSession()
+			var v any = 1
+			for i := 0; i < 40; i++ {
+				v = []any{v}
+			}
+			b["metadata"] = map[string]any{"deep": v}
+			return b
+		}(), 400, "JSON is nested too deeply"},
+		{"metadata number out of range", func() any { b := validSession(); b["metadata"] = map[string]any{"n": 1e200}; return b }(), 400, "A number is out of the storable range"},
 		{"not JSON", "{avatar:", 400, "Request body is not valid JSON"},
 		{"empty body", "", 400, "Request body is required"},
 		{"JSON array", "[1,2]", 400, "Request body must be a JSON object"},
