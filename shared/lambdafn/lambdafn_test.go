@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -126,6 +127,57 @@ func TestEventsReplay(t *testing.T) {
 			t.Errorf("usage event on the sessions-list function: got %d, want 404", res.StatusCode)
 		}
 	})
+}
+
+// TestEventsReplayLibrary drives the avatar, agent, link and room functions
+// through their sample events, each answer feeding the next one's ids.
+func TestEventsReplayLibrary(t *testing.T) {
+	acct, err := stack.NewAccount(context.Background(), "pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"API_KEY": acct.LiveKey}
+	num := func(v any) string { return strconv.Itoa(int(v.(float64))) }
+	steps := []struct {
+		route  string
+		status int
+		keep   func(body map[string]any)
+	}{
+		{"avatars-upload", 201, func(b map[string]any) {
+			vars["AVATAR_ID"], vars["AVATAR_NUMBER"] = b["avatar_id"].(string), num(b["id"])
+		}},
+		{"avatars-list", 200, nil},
+		{"avatars-update", 200, nil},
+		{"avatars-preview", 200, nil},
+		{"agents-create", 201, func(b map[string]any) {
+			a := b["agent"].(map[string]any)
+			vars["AGENT_ID"], vars["AGENT_NUMBER"] = a["agent_id"].(string), num(a["id"])
+		}},
+		{"agents-list", 200, nil},
+		{"agents-get", 200, nil},
+		{"agents-update", 200, nil},
+		{"agents-duplicate", 201, nil},
+		{"links-create", 201, func(b map[string]any) { vars["LINK_ID"] = b["link"].(map[string]any)["link_id"].(string) }},
+		{"links-list", 200, nil},
+		{"links-update", 200, nil},
+		{"links-start-session", 200, nil},
+		{"rooms-initiate", 201, nil},
+		{"livekit-webhook", 401, nil}, // the sample is not signed by this stack's LiveKit
+		{"links-delete", 200, nil},
+		{"agents-delete", 200, nil},
+		{"avatars-delete", 200, nil},
+	}
+	for _, step := range steps {
+		t.Run(step.route, func(t *testing.T) {
+			status, body := replay(t, step.route, vars)
+			if status != step.status {
+				t.Fatalf("status: got %d, want %d (%v)", status, step.status, body)
+			}
+			if step.keep != nil {
+				step.keep(body)
+			}
+		})
+	}
 }
 
 // TestTemplateMatchesRoutes checks template.yaml's functions and their HTTP
