@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"avatarsvc/shared/avatars"
 )
 
 // Moderation is the upload check the API runs on avatars: the same decode
@@ -101,3 +103,6 @@ func VideoFrame(ctx context.Context, ffmpeg string, data []byte) ([]byte, error)
 	}
 	return nil, errors.New("the file is not a playable MP4 or WebM video")
 }
+
+// NewModerator is the API's upload moderation (app.Config.NewModerator).
+func NewModerator(ffmpeg string) avatars.Moderator { return Moderation{FFmpeg: ffmpeg} }

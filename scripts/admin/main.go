@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/shared/accounts"
 	"avatarsvc/shared/app"
@@ -37,6 +38,8 @@ commands:
   key-deactivate -key KEY_OR_HASH
   key-activate  -key KEY_OR_HASH
   key-delete    -key KEY_OR_HASH
+  seed-catalog  [-dir infra/catalog]   put the catalog's images into the media bucket and table
+                (moderated like uploads; ids already there are left alone)
   room-token    -room NAME [-identity viewer] [-ttl 6h] [-quiet]
                 a LiveKit join token for the local livekit-server (or LIVEKIT_URL,
                 LIVEKIT_API_KEY, LIVEKIT_API_SECRET), and the viewer page URL;
@@ -83,9 +86,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return fmt.Errorf("%w (use -local for the local stack)", err)
 	}
+	cfg.NewModerator = avatar.NewModerator
 	a, err := app.New(ctx, cfg, time.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	if err != nil {
 		return err
+	}
+	if global.Arg(0) == "seed-catalog" {
+		return seedCatalog(ctx, a, global.Args()[1:], out)
 	}
 	return command(ctx, a.Accounts, global.Arg(0), global.Args()[1:], out)
 }
@@ -265,6 +272,23 @@ func command(ctx context.Context, acc *accounts.Service, name string, args []str
 	default:
 		fmt.Fprint(out, usage)
 		return fmt.Errorf("unknown command %q", name)
+	}
+	return nil
+}
+
+// seedCatalog puts infra/catalog's images into the catalog.
+func seedCatalog(ctx context.Context, a *app.App, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("seed-catalog", flag.ContinueOnError)
+	dir := fs.String("dir", "infra/catalog", "folder of catalog images")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	list, err := a.Avatars.SeedCatalog(ctx, *dir)
+	if err != nil {
+		return err
+	}
+	for _, av := range list {
+		fmt.Fprintf(out, "%s\t%s\n", av.ID, av.URL)
 	}
 	return nil
 }

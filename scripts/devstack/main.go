@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/worker"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/viewer"
@@ -144,6 +145,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg.NewModerator = avatar.NewModerator
 	logFile, err := os.OpenFile(filepath.Join(logDir, "api.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/shared/app"
 	"avatarsvc/shared/domain"
@@ -160,6 +161,7 @@ func StartWith(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.NewModerator = avatar.NewModerator
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if os.Getenv("STACKTEST_LOG") != "" {
 		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))

@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/shared/accounts"
 	"avatarsvc/shared/agents"
 	"avatarsvc/shared/auth"
@@ -64,6 +63,12 @@ type Config struct {
 	// is the binary that reads video uploads (FFMPEG_PATH).
 	Moderation bool
 	FFmpeg     string
+	// NewModerator makes the upload checks (gpu-fleet/avatar's face
+	// detector). It is set in code by what uploads (the avatars-upload
+	// function, the local server, the admin tool), so the detector and its
+	// cascades are linked only into those binaries; without it, uploads
+	// under moderation are refused rather than unchecked.
+	NewModerator func(ffmpeg string) avatars.Moderator
 }
 
 // ConfigFromEnv reads Config; every table, the queue and the bucket must be named.
@@ -178,8 +183,11 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 	queue := jobs.NewQueue(sqsClient, c.QueueURL)
 	bucket := media.NewBucket(s3Client, c.MediaBucket)
 	var moderator avatars.Moderator
-	if c.Moderation {
-		moderator = avatar.Moderation{FFmpeg: c.FFmpeg}
+	switch {
+	case c.Moderation && c.NewModerator != nil:
+		moderator = c.NewModerator(c.FFmpeg)
+	case c.Moderation:
+		moderator = avatars.NoModerator{}
 	}
 	svc := sessions.New(st, queue, bucket, now, log, c.RoomPlatforms...)
 	avatarSvc := avatars.New(st, bucket, moderator, c.MediaBaseURL, now, log)

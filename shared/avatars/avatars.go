@@ -46,6 +46,16 @@ type Moderator interface {
 	VideoSupported() bool
 }
 
+// NoModerator stands in where moderation is on but this binary has no
+// face detector linked: every check fails, so nothing is stored unchecked.
+type NoModerator struct{}
+
+var errNoModerator = errors.New("moderation is not available in this process")
+
+func (NoModerator) CheckImage([]byte) error                  { return errNoModerator }
+func (NoModerator) CheckVideo(context.Context, []byte) error { return errNoModerator }
+func (NoModerator) VideoSupported() bool                     { return true }
+
 // Service manages avatars.
 type Service struct {
 	store     Store
@@ -175,6 +185,9 @@ func (s *Service) moderate(ctx context.Context, data []byte, video bool) error {
 	}
 	var err error
 	switch {
+	case s.moderator == Moderator(NoModerator{}):
+		return domain.Errorf(domain.Internal, "Uploads cannot be checked by this function").
+			WithSuggestion("The operator must deploy uploads through the avatars-upload function, which links the checks")
 	case video && !s.moderator.VideoSupported():
 		return domain.Errorf(domain.Internal, "Video uploads cannot be checked on this deployment").
 			WithSuggestion("Upload an image, or ask the operator to install ffmpeg for the upload function")

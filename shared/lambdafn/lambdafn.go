@@ -14,12 +14,22 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"avatarsvc/shared/app"
+	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/httpapi"
 	"avatarsvc/shared/reaper"
 )
 
+// Option adjusts a function's configuration in code.
+type Option func(*app.Config)
+
+// WithModerator links upload moderation into the function that uploads
+// (see app.Config.NewModerator).
+func WithModerator(m func(ffmpeg string) avatars.Moderator) Option {
+	return func(c *app.Config) { c.NewModerator = m }
+}
+
 // Handler builds the Lambda handler for route.
-func Handler(ctx context.Context, route string, getenv func(string) string) (func(context.Context, EventV2) (ResponseV2, error), error) {
+func Handler(ctx context.Context, route string, getenv func(string) string, opts ...Option) (func(context.Context, EventV2) (ResponseV2, error), error) {
 	known := false
 	for _, r := range httpapi.Routes(httpapi.Deps{}) {
 		known = known || r.Name == route
@@ -31,6 +41,9 @@ func Handler(ctx context.Context, route string, getenv func(string) string) (fun
 	if err != nil {
 		return nil, err
 	}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", route)
 	a, err := app.New(ctx, cfg, time.Now, log)
 	if err != nil {
@@ -41,8 +54,8 @@ func Handler(ctx context.Context, route string, getenv func(string) string) (fun
 
 // Serve is a function's whole main: build the handler once per cold start,
 // then hand invocations to it.
-func Serve(route string) {
-	h, err := Handler(context.Background(), route, os.Getenv)
+func Serve(route string, opts ...Option) {
+	h, err := Handler(context.Background(), route, os.Getenv, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "init:", err)
 		os.Exit(1)

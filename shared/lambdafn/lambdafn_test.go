@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/httpapi"
@@ -58,7 +59,11 @@ func replay(t *testing.T, route string, vars map[string]string) (int, map[string
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		t.Fatalf("event %s: %v", route, err)
 	}
-	h, err := lambdafn.Handler(context.Background(), route, func(k string) string { return stack.Env[k] })
+	var opts []lambdafn.Option
+	if route == "avatars-upload" { // as functions/avatars-upload links it
+		opts = append(opts, lambdafn.WithModerator(avatar.NewModerator))
+	}
+	h, err := lambdafn.Handler(context.Background(), route, func(k string) string { return stack.Env[k] }, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
