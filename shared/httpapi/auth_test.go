@@ -2,11 +2,14 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"avatarsvc/shared/httpapi"
 )
 
 func TestAuthentication(t *testing.T) {
@@ -173,4 +176,51 @@ func TestRoutingAndShapes(t *testing.T) {
 			t.Errorf("suggestion: got %q", s)
 		}
 	})
+}
+
+// TestBothPrefixesAnswerAlike: every route answers the same status and
+// error under /v1 and /api/v1, with the RateLimit headers, for a request
+// without a key and for one about an id that does not exist.
+func TestBothPrefixesAnswerAlike(t *testing.T) {
+	acct := newAccount(t, "pro")
+	stack.Clock.Advance(time.Minute)
+	errorOf := func(res response) string {
+		var m map[string]any
+		if json.Unmarshal(res.Body, &m) != nil {
+			return string(res.Body)
+		}
+		if s, ok := m["error"].(string); ok {
+			return s
+		}
+		msg, _ := dig(m, "error", "message").(string)
+		return msg
+	}
+	for _, rt := range httpapi.Routes(httpapi.Deps{}) {
+		if rt.Method == "OPTIONS" {
+			continue
+		}
+		path := pathParam.ReplaceAllString(rt.Path, "missing")
+		for _, key := range []string{"", acct.LiveKey} {
+			var got []response
+			for _, p := range httpapi.Prefixes {
+				res := call(t, rt.Method, p+path, key, "{}")
+				if res.Header.Get("RateLimit-Limit") == "" {
+					t.Errorf("%s %s: no RateLimit-Limit header", rt.Method, p+path)
+				}
+				got = append(got, res)
+			}
+			if got[0].Status != got[1].Status || errorOf(got[0]) != errorOf(got[1]) {
+				t.Errorf("%s %s (key %v): /v1 answered %d %q, /api/v1 %d %q", rt.Method, path, key != "",
+					got[0].Status, errorOf(got[0]), got[1].Status, errorOf(got[1]))
+			}
+			if key == "" && !rt.Public && (got[0].Status != 401 || errorOf(got[0]) != "API key required") {
+				t.Errorf("%s %s without a key: got %d %q, want 401 API key required", rt.Method, path, got[0].Status, errorOf(got[0]))
+			}
+		}
+	}
+	for _, probe := range []struct{ method, path string }{{"GET", "/v1/nothing"}, {"PATCH", "/v1/agents"}} {
+		if res := call(t, probe.method, probe.path, acct.LiveKey, nil); res.Header.Get("RateLimit-Limit") == "" {
+			t.Errorf("%s %s (%d): no RateLimit-Limit header", probe.method, probe.path, res.Status)
+		}
+	}
 }
