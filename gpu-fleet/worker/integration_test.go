@@ -517,7 +517,7 @@ func setSessionTime(t *testing.T, id, attr string, at time.Time) {
 }
 
 // TestAvatarURLs: avatar URLs at forbidden addresses, a redirect to
-// loopback, a 50 MB body and a faceless image: nothing is fetched from the
+// loopback, a 60 MB body and a faceless image: nothing is fetched from the
 // forbidden addresses, the session ends with a clear reason, nothing is
 // billed.
 func TestAvatarURLs(t *testing.T) {
@@ -530,7 +530,7 @@ func TestAvatarURLs(t *testing.T) {
 		{"cloud metadata", "https://169.254.169.254/latest/meta-data/", "avatar_unavailable"},
 		{"private network", "https://10.0.0.1/face.png", "avatar_unavailable"},
 		{"redirect to loopback", avatarSrv.allowedURL + "/redirect", "avatar_unavailable"},
-		{"50 MB body", avatarSrv.allowedURL + "/huge", "avatar_rejected: image too large"},
+		{"60 MB body", avatarSrv.allowedURL + "/huge", "avatar_rejected: image too large"},
 		{"faceless image", avatarSrv.allowedURL + "/noface.jpg", "avatar_rejected: no face found"},
 	}
 	for _, tt := range tests {
@@ -702,7 +702,7 @@ func startAvatarServers(dir string) (*avatarServers, error) {
 	})
 	mux.HandleFunc("/huge", func(w http.ResponseWriter, r *http.Request) {
 		chunk := make([]byte, 1<<20)
-		for range 50 {
+		for range 60 { // over the 50 MiB cap (video avatars)
 			if _, err := w.Write(chunk); err != nil {
 				return
 			}
