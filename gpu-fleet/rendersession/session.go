@@ -24,8 +24,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"avatarsvc/gpu-fleet/agentstream"
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/encode/opus"
 	"avatarsvc/gpu-fleet/encode/vp8"
@@ -60,6 +62,8 @@ type Session struct {
 	log      *slog.Logger
 	buffer   *playout.Buffer
 	endpoint *audiows.Endpoint
+	agent    *agentstream.Receiver
+	joined   atomic.Pointer[room.Room] // for the agent's RPCs, once joined
 	room     *room.Room
 	pipeline *Pipeline
 	video    *vp8.Encoder
@@ -108,19 +112,24 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	if s.audio, err = opus.NewEncoder(OpusInputRate, 1); err != nil {
 		return nil, fmt.Errorf("session: audio encoder: %w", err)
 	}
+	// Speech also comes from a LiveKit voice agent in the room, into the
+	// same playout buffer (gpu-fleet/agentstream).
+	s.agent = agentstream.New(s.buffer, rpcCaller{&s.joined}, log)
 	roomCfg := cfg.Room
 	roomCfg.VideoWidth, roomCfg.VideoHeight = w, h
 	roomCfg.Logger = log
+	roomCfg.AgentAudio = s.agent
 	if s.room, err = room.Join(ctx, roomCfg); err != nil {
 		return nil, err
 	}
+	s.joined.Store(s.room)
 	s.pipeline, err = NewPipeline(PipelineConfig{
 		Buffer:    s.buffer,
 		Renderer:  cfg.Renderer,
 		Video:     s.video,
 		Audio:     s.audio,
 		Publisher: s.room,
-		Events:    s.endpoint,
+		Events:    sinks{s.endpoint, s.agent},
 		Logger:    log,
 	})
 	if err != nil {
@@ -161,8 +170,33 @@ func (s *Session) run() {
 	s.release()
 }
 
+// sinks hands each speech event to both speech sources: ws_uri's client
+// sees every event; the in-room agent's receiver acts only on its own
+// segments.
+type sinks []EventSink
+
+func (ss sinks) Emit(ev playout.Event) {
+	for _, s := range ss {
+		s.Emit(ev)
+	}
+}
+
+// rpcCaller reaches the room once it is joined.
+type rpcCaller struct{ room *atomic.Pointer[room.Room] }
+
+func (c rpcCaller) CallRPC(dest, method, payload string) error {
+	r := c.room.Load()
+	if r == nil {
+		return errors.New("session: not in the room yet")
+	}
+	return r.CallRPC(dest, method, payload)
+}
+
 // release frees what Start acquired, whichever step it reached.
 func (s *Session) release() {
+	if s.agent != nil {
+		s.agent.Close()
+	}
 	if s.endpoint != nil {
 		reason := s.reason
 		if reason == room.NotEnded {

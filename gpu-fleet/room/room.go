@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/pion/webrtc/v4"
 	"github.com/pion/webrtc/v4/pkg/media"
 
+	"avatarsvc/gpu-fleet/agentstream"
 	"avatarsvc/shared/rooms"
 )
 
@@ -45,6 +47,13 @@ const (
 	presenceInterval = 250 * time.Millisecond
 )
 
+// AgentAudio is the avatar side of LiveKit Agents' avatar protocol
+// (*agentstream.Receiver).
+type AgentAudio interface {
+	HandleStream(stream io.Reader, sender string, attrs map[string]string) error
+	Clear(caller string)
+}
+
 // Config says which room to join and when to leave it.
 type Config struct {
 	URL   string // ws:// or wss:// address of the LiveKit server
@@ -61,6 +70,10 @@ type Config struct {
 	JoinTimeout time.Duration
 	// ExpiresAt ends the session when it passes; zero means never.
 	ExpiresAt time.Time
+	// AgentAudio, when set, receives speech from a LiveKit Agents voice
+	// agent in the room (byte streams on agentstream.Topic, and the
+	// lk.clear_buffer RPC); see gpu-fleet/agentstream.
+	AgentAudio AgentAudio
 
 	Logger *slog.Logger
 }
@@ -150,6 +163,26 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 
 	lk := lksdk.NewRoom(cb)
 	lk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(log.Handler())))
+	if a := cfg.AgentAudio; a != nil {
+		// Registered before joining: an agent may start as soon as it sees
+		// the avatar's video.
+		err := lk.RegisterByteStreamHandler(agentstream.Topic, func(reader *lksdk.ByteStreamReader, sender string) {
+			go func() {
+				if err := a.HandleStream(reader, sender, reader.Info.Attributes); err != nil {
+					log.Warn("agent audio stream refused", "from", sender, "err", err)
+				}
+			}()
+		})
+		if err == nil {
+			err = lk.RegisterRpcMethod(agentstream.RPCClearBuffer, func(d lksdk.RpcInvocationData) (string, error) {
+				a.Clear(d.CallerIdentity)
+				return "", nil
+			})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("room: agent audio: %w", err)
+		}
+	}
 	joined := make(chan error, 1)
 	go func() {
 		// The SDK's join takes no context; it has its own timeouts.
@@ -260,6 +293,14 @@ func (r *Room) Reason() EndReason {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.reason
+}
+
+// CallRPC performs an RPC on a participant (agentstream's playback events).
+func (r *Room) CallRPC(destination, method, payload string) error {
+	_, err := r.lk.LocalParticipant.PerformRpc(lksdk.PerformRpcParams{
+		DestinationIdentity: destination, Method: method, Payload: payload,
+	})
+	return err
 }
 
 // Leave ends the session for reason (unless it already ended for another

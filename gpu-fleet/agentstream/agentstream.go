@@ -1,0 +1,316 @@
+// Package agentstream is the avatar's side of LiveKit Agents' avatar
+// protocol, for a voice agent in the same room (verified from
+// @livekit/agents 1.9.0 and livekit-agents 1.7):
+//
+//   - speech arrives as byte streams on topic "lk.audio_stream" sent to the
+//     avatar, attributes "sample_rate" and "num_channels", payload raw
+//     interleaved PCM16 little-endian; one stream is one segment, ended by
+//     the stream closing;
+//   - RPC "lk.clear_buffer" drops queued audio now (idempotent; it may come
+//     before or after the stream closes, or twice);
+//   - the avatar calls RPC "lk.playback_finished" on the sender with exactly
+//     {"playback_position": seconds, "interrupted": bool}, once per segment,
+//     after the segment's last audio went out (or at once when cleared), and
+//     "lk.playback_started" when its first audio goes out.
+//
+// Segments feed the session's playout buffer, the same one ws_uri feeds:
+// speech from both at once would interleave into one utterance, so a
+// session should be driven by one of them.
+package agentstream
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"avatarsvc/gpu-fleet/audio"
+	"avatarsvc/gpu-fleet/playout"
+)
+
+// Protocol names.
+const (
+	Topic            = "lk.audio_stream"
+	RPCClearBuffer   = "lk.clear_buffer"
+	RPCPlaybackDone  = "lk.playback_finished"
+	RPCPlaybackStart = "lk.playback_started"
+)
+
+// Caller performs an RPC on a participant of the room (*room.Room).
+type Caller interface {
+	CallRPC(destination, method, payload string) error
+}
+
+// segment is one byte stream: one utterance in the playout buffer.
+type segment struct {
+	ended     chan struct{} // closed with closed
+	lastData  time.Time
+	sender    string
+	id        uint64 // playout utterance id; 0 until audio was pushed
+	received  int    // samples pushed (16 kHz)
+	closed    bool   // the stream ended (or was cut off)
+	started   bool   // its first audio went out
+	done      bool   // playback_finished was sent (or queued)
+	abandoned bool   // cleared or superseded: ignore its further bytes
+}
+
+// Receiver turns one session's agent streams into playout utterances and
+// playout events into the protocol's RPCs.
+type Receiver struct {
+	buffer *playout.Buffer
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	byID     map[uint64]*segment
+	current  *segment // the newest stream
+	open     map[*segment]bool
+	calls    chan call
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+type call struct{ dest, method, payload string }
+
+// New returns a Receiver feeding buffer; RPCs go out through caller, in
+// order, from one goroutine (Close stops it).
+func New(buffer *playout.Buffer, caller Caller, log *slog.Logger) *Receiver {
+	r := &Receiver{buffer: buffer, log: log, byID: map[uint64]*segment{}, open: map[*segment]bool{},
+		calls: make(chan call, 64), stop: make(chan struct{})}
+	go r.send(caller)
+	return r
+}
+
+// send performs the RPCs in order. A slow or absent agent delays only
+// this goroutine, never the frame clock.
+func (r *Receiver) send(caller Caller) {
+	for {
+		select {
+		case <-r.stop:
+			return
+		case c := <-r.calls:
+			if err := caller.CallRPC(c.dest, c.method, c.payload); err != nil {
+				r.log.Warn("agent rpc failed", "method", c.method, "to", c.dest, "err", err)
+			}
+		}
+	}
+}
+
+func (r *Receiver) enqueue(c call) {
+	select {
+	case r.calls <- c:
+	default:
+		r.log.Warn("agent rpc queue full, dropped", "method", c.method)
+	}
+}
+
+// Close stops sending RPCs.
+func (r *Receiver) Close() { r.stopOnce.Do(func() { close(r.stop) }) }
+
+// ErrBadFormat refuses a stream whose attributes are not PCM16 at a
+// supported rate.
+var ErrBadFormat = errors.New("agentstream: unsupported audio format")
+
+// StallTimeout: a stream that brought no data for this long while a newer
+// one waits is abandoned (ended where it stopped), so a stalled stream
+// cannot wedge the avatar.
+const StallTimeout = 500 * time.Millisecond
+
+// HandleStream reads one segment until the stream closes. Segments play in
+// the order their streams began: a newer stream waits for the previous one
+// to close (its data may still be in flight), unless that one stalls.
+func (r *Receiver) HandleStream(stream io.Reader, sender string, attrs map[string]string) error {
+	rate, err1 := strconv.Atoi(attrs["sample_rate"])
+	channels, err2 := strconv.Atoi(attrs["num_channels"])
+	if attrs["num_channels"] == "" {
+		channels, err2 = 1, nil
+	}
+	if err1 != nil || err2 != nil || rate < 8000 || rate > 48000 || channels < 1 || channels > 2 {
+		return ErrBadFormat
+	}
+	seg := &segment{sender: sender, ended: make(chan struct{}), lastData: time.Now()}
+	r.mu.Lock()
+	prev := r.current
+	r.current = seg
+	r.open[seg] = true
+	r.mu.Unlock()
+	if prev != nil {
+		r.waitFor(prev)
+	}
+
+	var rs *audio.Resampler
+	if rate != playout.SampleRate {
+		rs = audio.NewResampler(rate, playout.SampleRate)
+	}
+	frameBytes := 2 * channels
+	buf := make([]byte, 32<<10)
+	carry := 0 // bytes of a partial sample frame kept from the last read
+	for {
+		n, err := stream.Read(buf[carry:])
+		n += carry
+		whole := n - n%frameBytes
+		if whole > 0 {
+			pcm := decode(buf[:whole], channels)
+			if rs != nil {
+				pcm = rs.Process(pcm)
+			}
+			if !r.push(seg, pcm) {
+				return nil
+			}
+		}
+		carry = copy(buf, buf[whole:n])
+		if err != nil {
+			break
+		}
+	}
+	if rs != nil {
+		r.push(seg, rs.Flush())
+	}
+	r.mu.Lock()
+	r.closeLocked(seg)
+	r.mu.Unlock()
+	return nil
+}
+
+// waitFor returns once prev has closed, abandoning it if it stalls.
+func (r *Receiver) waitFor(prev *segment) {
+	t := time.NewTicker(StallTimeout / 5)
+	defer t.Stop()
+	for {
+		select {
+		case <-prev.ended:
+			return
+		case <-t.C:
+			r.mu.Lock()
+			if !prev.closed && time.Since(prev.lastData) > StallTimeout {
+				r.log.Warn("agent audio stream stalled; a newer one replaces it", "from", prev.sender)
+				prev.abandoned = true
+				r.closeLocked(prev)
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// decode turns interleaved PCM16 LE into mono samples.
+func decode(b []byte, channels int) []int16 {
+	out := make([]int16, len(b)/(2*channels))
+	for i := range out {
+		sum := 0
+		for c := 0; c < channels; c++ {
+			sum += int(int16(binary.LittleEndian.Uint16(b[2*(i*channels+c):])))
+		}
+		out[i] = int16(sum / channels)
+	}
+	return out
+}
+
+// push appends audio to the segment's utterance; false means the segment
+// was abandoned and the reader should stop.
+func (r *Receiver) push(seg *segment, pcm []int16) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if seg.abandoned {
+		return false
+	}
+	seg.lastData = time.Now()
+	if len(pcm) == 0 {
+		return true
+	}
+	id, err := r.buffer.Push(pcm, time.Now())
+	if err != nil {
+		r.log.Warn("agent audio dropped", "err", err)
+		return true
+	}
+	if seg.id == 0 {
+		seg.id = id
+		r.byID[id] = seg
+	}
+	seg.received += len(pcm)
+	return true
+}
+
+// closeLocked ends the segment's utterance, so what it received plays out
+// and then finishes. A segment that never carried audio is finished at once
+// (the buffer reports nothing for it).
+func (r *Receiver) closeLocked(seg *segment) {
+	if seg.closed {
+		return
+	}
+	r.markClosedLocked(seg)
+	if seg.id == 0 {
+		r.finishLocked(seg, 0, false)
+		return
+	}
+	r.buffer.End()
+}
+
+// markClosedLocked records that no more audio of seg will be pushed.
+func (r *Receiver) markClosedLocked(seg *segment) {
+	seg.closed = true
+	delete(r.open, seg)
+	close(seg.ended)
+}
+
+func (r *Receiver) finishLocked(seg *segment, played int, interrupted bool) {
+	if seg.done {
+		return
+	}
+	seg.done = true
+	if seg.id != 0 {
+		delete(r.byID, seg.id)
+	}
+	// Never report more than was received.
+	played = min(played, seg.received)
+	payload, _ := json.Marshal(struct {
+		PlaybackPosition float64 `json:"playback_position"`
+		Interrupted      bool    `json:"interrupted"`
+	}{float64(played) / playout.SampleRate, interrupted})
+	r.enqueue(call{seg.sender, RPCPlaybackDone, string(payload)})
+}
+
+// Clear is lk.clear_buffer: queued audio is dropped now, the current
+// segment is abandoned, and every segment not yet finished is reported
+// interrupted (a started one with what it played, from the next frame's
+// event; one that never started at once, at 0).
+func (r *Receiver) Clear(caller string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for seg := range r.open {
+		seg.abandoned = true
+		r.markClosedLocked(seg)
+		if seg.id == 0 { // nothing of it reached the buffer yet
+			r.finishLocked(seg, 0, true)
+		}
+	}
+	r.buffer.Interrupt()
+	for id, seg := range r.byID {
+		seg.abandoned = true
+		if !seg.started {
+			r.finishLocked(seg, 0, true)
+			delete(r.byID, id)
+		}
+	}
+}
+
+// Emit is the pipeline's event sink: it turns the buffer's events for
+// agent segments into playback RPCs; events of other utterances (ws_uri's)
+// are ignored.
+func (r *Receiver) Emit(ev playout.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seg := r.byID[ev.UtteranceID]
+	if seg == nil {
+		return
+	}
+	switch ev.Type {
+	case playout.SpeechStarted:
+		seg.started = true
+		r.enqueue(call{seg.sender, RPCPlaybackStart, ""})
+	case playout.SpeechFinished:
+		r.finishLocked(seg, ev.PlayedSamples, ev.Interrupted)
+	}
+}
