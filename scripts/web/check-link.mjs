@@ -36,7 +36,8 @@ try {
   } else {
     await page.waitForFunction(() => window.linkStats?.state === 'live' && window.linkStats.framesDecoded > 5, null, { timeout: 45000 });
     const before = await page.evaluate(() => window.linkStats.framesDecoded);
-    const micPublished = await page.evaluate(() => !document.getElementById('controls').hidden);
+    await page.waitForFunction(() => window.linkStats.mic !== '', null, { timeout: 15000 });
+    const micPublished = await page.evaluate(() => window.linkStats.mic === 'on' && !document.getElementById('controls').hidden);
     await page.waitForTimeout(3000);
     const after = await page.evaluate(() => ({ ...window.linkStats }));
     if (screenshot) await page.screenshot({ path: screenshot });

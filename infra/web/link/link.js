@@ -7,7 +7,7 @@
 import { Room, RoomEvent, Track } from 'livekit-client';
 
 const $ = (id) => document.getElementById(id);
-const stats = { state: 'starting', sessionId: '', framesDecoded: 0, error: '', message: '' };
+const stats = { state: 'starting', sessionId: '', framesDecoded: 0, error: '', message: '', mic: '' };
 window.linkStats = stats;
 
 const apiBase = document.querySelector('meta[name="api-base"]').content.replace(/\/$/, '');
@@ -114,7 +114,9 @@ async function main() {
   await room.connect(started.rtc_url, started.participant_token);
   try {
     await room.localParticipant.setMicrophoneEnabled(true);
+    stats.mic = 'on';
   } catch (e) {
+    stats.mic = 'blocked';
     $('mic').textContent = 'Microphone blocked: the avatar cannot hear you';
   }
   $('controls').hidden = false;
