@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -206,4 +208,46 @@ func TestPreviewLinks(t *testing.T) {
 			t.Errorf("agents: got %d, want temporary agents hidden", n)
 		}
 	})
+}
+
+// TestLinkDispatchesALiveKitAgent: a link whose agent's voice agent is a
+// LiveKit agent has that agent dispatched into the session's room, with the
+// avatar's identity in the job metadata.
+func TestLinkDispatchesALiveKitAgent(t *testing.T) {
+	stack.Clock.Advance(time.Minute)
+	acct := newAccount(t, "pro")
+	agent := createAgent(t, acct.LiveKey, map[string]any{
+		"name": "Concierge", "avatar_id": "catalog/nasa/eileen-collins", "custom_greeting": "Welcome!",
+		"voice_agent": map[string]any{"provider": "livekit", "agent_id": "concierge-agent", "auth_method": "none"},
+	})
+	l := createLink(t, acct.LiveKey, map[string]any{"agent_id": agent["agent_id"]})
+	res := startViaLink(t, l["link_id"].(string))
+	if res.Status != 200 {
+		t.Fatalf("start: %d %s", res.Status, res.Body)
+	}
+	id := res.JSON(t)["session_id"].(string)
+	list, err := stack.App.Rooms.Dispatches(context.Background(), "avatar-link-"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// LiveKit also lists its own automatic dispatch (no agent name).
+	var ours []string
+	for _, d := range list {
+		if d.AgentName != "" {
+			if d.AgentName != "concierge-agent" {
+				t.Errorf("dispatched %q, want concierge-agent", d.AgentName)
+			}
+			ours = append(ours, d.Metadata)
+		}
+	}
+	if len(ours) != 1 {
+		t.Fatalf("named dispatches: got %+v, want one for concierge-agent", list)
+	}
+	var md map[string]any
+	if err := json.Unmarshal([]byte(ours[0]), &md); err != nil {
+		t.Fatalf("metadata %q: %v", ours[0], err)
+	}
+	if md["avatar_identity"] != "avatar-renderer" || md["session_id"] != id || md["custom_greeting"] != "Welcome!" {
+		t.Errorf("job metadata: got %v", md)
+	}
 }

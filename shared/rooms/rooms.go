@@ -1,9 +1,9 @@
 // Package rooms creates LiveKit rooms for sessions the service hosts (links
-// and rooms/initiate), mints their join tokens and verifies LiveKit's
-// webhooks.
+// and rooms/initiate), mints their join tokens, dispatches voice agents
+// into them and verifies LiveKit's webhooks.
 //
-// It speaks LiveKit's documented wire formats directly: the RoomService
-// twirp endpoint (JSON over HTTP) and HS256 JWTs signed with the API
+// It speaks LiveKit's documented wire formats directly: the RoomService and
+// AgentDispatchService twirp endpoints (JSON over HTTP) and HS256 JWTs signed with the API
 // secret (go-jose). LiveKit's Go packages (server-sdk-go, and protocol's
 // auth and webhook, which import its utils) pull in pion's WebRTC stack,
 // about 25 MB in every Lambda binary; the tests check these tokens and
@@ -59,6 +59,7 @@ const (
 // videoGrant is LiveKit's "video" claim.
 type videoGrant struct {
 	RoomCreate     bool   `json:"roomCreate,omitempty"`
+	RoomAdmin      bool   `json:"roomAdmin,omitempty"`
 	RoomJoin       bool   `json:"roomJoin,omitempty"`
 	Room           string `json:"room,omitempty"`
 	CanPublish     *bool  `json:"canPublish,omitempty"`
@@ -89,15 +90,44 @@ func (l *LiveKit) sign(identity, name string, ttl time.Duration, grant videoGran
 
 // Create makes a room called name through the room service.
 func (l *LiveKit) Create(ctx context.Context, name string) error {
-	token, err := l.sign("", "", time.Minute, videoGrant{RoomCreate: true})
+	return l.twirp(ctx, "RoomService/CreateRoom", videoGrant{RoomCreate: true}, map[string]any{
+		"name": name, "empty_timeout": int(emptyTimeout.Seconds()),
+		"departure_timeout": int(departureTimeout.Seconds()), "max_participants": maxParticipants,
+	}, nil)
+}
+
+// Dispatch asks LiveKit to send the agent registered as agentName into
+// room, with metadata as its job's metadata (agent dispatch API).
+func (l *LiveKit) Dispatch(ctx context.Context, room, agentName, metadata string) error {
+	return l.twirp(ctx, "AgentDispatchService/CreateDispatch", videoGrant{RoomAdmin: true, Room: room},
+		map[string]any{"room": room, "agent_name": agentName, "metadata": metadata}, nil)
+}
+
+// Dispatched is one agent dispatch of a room.
+type Dispatched struct {
+	AgentName string `json:"agent_name"`
+	Metadata  string `json:"metadata"`
+}
+
+// Dispatches lists the agent dispatches of room.
+func (l *LiveKit) Dispatches(ctx context.Context, room string) ([]Dispatched, error) {
+	var out struct {
+		AgentDispatches []Dispatched `json:"agent_dispatches"`
+	}
+	err := l.twirp(ctx, "AgentDispatchService/ListDispatch", videoGrant{RoomAdmin: true, Room: room},
+		map[string]any{"room": room}, &out)
+	return out.AgentDispatches, err
+}
+
+// twirp calls one method of LiveKit's server API (twirp, JSON) with a
+// short-lived token carrying grant.
+func (l *LiveKit) twirp(ctx context.Context, method string, grant videoGrant, in, out any) error {
+	token, err := l.sign("", "", time.Minute, grant)
 	if err != nil {
 		return fmt.Errorf("livekit: token: %w", err)
 	}
-	body, _ := json.Marshal(map[string]any{
-		"name": name, "empty_timeout": int(emptyTimeout.Seconds()),
-		"departure_timeout": int(departureTimeout.Seconds()), "max_participants": maxParticipants,
-	})
-	req, err := http.NewRequestWithContext(ctx, "POST", l.api+"/twirp/livekit.RoomService/CreateRoom", bytes.NewReader(body))
+	body, _ := json.Marshal(in)
+	req, err := http.NewRequestWithContext(ctx, "POST", l.api+"/twirp/livekit."+method, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -105,12 +135,17 @@ func (l *LiveKit) Create(ctx context.Context, name string) error {
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := l.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("livekit: create room %s: %w", name, err)
+		return fmt.Errorf("livekit: %s: %w", method, err)
 	}
 	defer res.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	msg, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("livekit: create room %s: HTTP %d: %s", name, res.StatusCode, msg)
+		return fmt.Errorf("livekit: %s: HTTP %d: %s", method, res.StatusCode, msg)
+	}
+	if out != nil {
+		if err := json.Unmarshal(msg, out); err != nil {
+			return fmt.Errorf("livekit: %s: %w", method, err)
+		}
 	}
 	return nil
 }
