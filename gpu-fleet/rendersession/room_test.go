@@ -300,6 +300,20 @@ func TestSessionEndReasons(t *testing.T) {
 		}
 	})
 
+	t.Run("avatar removed from the room", func(t *testing.T) {
+		// A LiveKit voice agent may remove the avatar when it closes.
+		s := st.start(t, "sess_removed", "room-removed", av, room.Config{})
+		rooms := lksdk.NewRoomServiceClient(strings.Replace(st.lk.URL, "ws://", "http://", 1), st.lk.APIKey, st.lk.APISecret)
+		ctx, cancel := context.WithTimeout(context.Background(), liveness)
+		defer cancel()
+		if _, err := rooms.RemoveParticipant(ctx, &livekit.RoomParticipantIdentity{Room: "room-removed", Identity: room.AgentIdentity}); err != nil {
+			t.Fatal(err)
+		}
+		if got := waitEnd(t, s); got != room.Removed {
+			t.Fatalf("end reason: got %v, want %v", got, room.Removed)
+		}
+	})
+
 	t.Run("a second session with the same id is refused", func(t *testing.T) {
 		st.start(t, "sess_dup", "room-dup", av, room.Config{})
 		token, _ := room.Token(st.lk.APIKey, st.lk.APISecret, "room-dup2", room.AgentIdentity, time.Hour)

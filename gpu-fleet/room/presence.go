@@ -21,10 +21,12 @@ const (
 	// Stopped: the owner stopped the session (context cancelled, Stop,
 	// worker draining).
 	Stopped
-	// RoomClosed: the server closed the room or removed the avatar on
-	// purpose (the API deleted the room to end the session, an operator
-	// removed the participant, the server shut down).
+	// RoomClosed: the server closed the room on purpose (the API deleted
+	// the room to end the session, the server shut down).
 	RoomClosed
+	// Removed: someone with room admin rights removed the avatar (a LiveKit
+	// voice agent may do so when it closes).
+	Removed
 	// RoomError: the connection to the room was lost for good (the SDK's
 	// reconnect attempts ran out), or the identity was taken over.
 	RoomError
@@ -46,6 +48,8 @@ func (r EndReason) String() string {
 		return "stopped"
 	case RoomClosed:
 		return "room_closed"
+	case Removed:
+		return "removed"
 	case RoomError:
 		return "room_error"
 	case Failed:

@@ -103,7 +103,7 @@ func TestEndReasonForDisconnect(t *testing.T) {
 		{lksdk.Failed, RoomError},
 		{lksdk.DuplicateIdentity, RoomError},
 		{lksdk.RoomClosed, RoomClosed},
-		{lksdk.ParticipantRemoved, RoomClosed},
+		{lksdk.ParticipantRemoved, Removed},
 		{lksdk.OtherReason, RoomClosed}, // room deleted through the API
 	}
 	for _, tt := range tests {

@@ -276,8 +276,10 @@ func (r *Room) WriteAudio(packet []byte, at time.Time) error {
 // SERVER_SHUTDOWN into OtherReason, so those count as the room closing.
 func endReasonFor(reason lksdk.DisconnectionReason) EndReason {
 	switch reason {
-	case lksdk.RoomClosed, lksdk.ParticipantRemoved, lksdk.OtherReason:
+	case lksdk.RoomClosed, lksdk.OtherReason:
 		return RoomClosed
+	case lksdk.ParticipantRemoved:
+		return Removed
 	}
 	return RoomError
 }

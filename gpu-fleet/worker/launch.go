@@ -115,6 +115,8 @@ func endReasonOf(r room.EndReason) string {
 		return domain.ReasonExpired
 	case room.RoomClosed:
 		return domain.ReasonRoomClosed
+	case room.Removed:
+		return domain.ReasonRemoved
 	case room.RoomError:
 		return domain.ReasonRoomLost
 	case room.Stopped:

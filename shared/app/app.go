@@ -207,7 +207,7 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 		Reaper: reaper.New(st, svc, reaper.DefaultPolicy, now, log), SQS: sqsClient, S3: s3Client,
 		Deps: httpapi.Deps{
 			Sessions: svc, Avatars: avatarSvc, Agents: agentSvc, Links: linkSvc,
-			RoomHost: roomhost.New(svc, avatarSvc, roomHost, c.DefaultAvatar, log), Webhooks: webhooks,
+			RoomHost: roomhost.New(svc, agentSvc, avatarSvc, roomHost, c.DefaultAvatar, log), Webhooks: webhooks,
 			Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
 		},
 	}, nil

@@ -1,7 +1,8 @@
 package domain
 
 import (
-	"regexp"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -43,10 +44,14 @@ const AgentPrefix = "agnt_"
 // AgentActive is the only agent status so far.
 const AgentActive = "active"
 
-// Voice-agent auth methods. Only agents that need no secret are supported:
-// storing third-party secrets would need a secrets store this service does
-// not have yet.
-const AuthNone = "none"
+// Voice-agent auth methods. The service stores no third-party secrets:
+// AuthNone needs none (public agents); AuthSignedURL (elevenlabs only)
+// has the renderer fetch a signed conversation URL with the operator's own
+// ElevenLabs API key, which it reads from AWS Secrets Manager.
+const (
+	AuthNone      = "none"
+	AuthSignedURL = "signed_url"
+)
 
 // NewAgentID returns a new primary agent id.
 func NewAgentID() string { return NewID(AgentPrefix) }
@@ -59,21 +64,75 @@ func ParseAgentRef(s string) (id string, number int64, err error) {
 	return parseRef(s, AgentPrefix, ErrAgentNotFound, false)
 }
 
-var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+// Voice-agent providers: who drives the avatar's speech in a link session
+// or an initiated room.
+const (
+	// ProviderLocal is the built-in offline demo partner: it greets, listens
+	// and answers each utterance by speaking back what it heard.
+	ProviderLocal = "local"
+	// ProviderLiveKit is a LiveKit Agents worker of the customer's: the
+	// service dispatches voice_agent.agent_id (its registered agent_name)
+	// into the room, and it drives the avatar by LiveKit's avatar protocol.
+	ProviderLiveKit = "livekit"
+	// ProviderElevenLabs bridges the room to an ElevenLabs Conversational
+	// AI agent (voice_agent.agent_id).
+	ProviderElevenLabs = "elevenlabs"
+)
+
+// Providers lists the voice-agent providers, in the order errors name them.
+var Providers = []string{ProviderLocal, ProviderLiveKit, ProviderElevenLabs}
 
 // Validate checks a voice-agent configuration.
 func (v VoiceAgent) Validate() error {
-	if !providerName.MatchString(v.Provider) {
+	if v.Provider == "" {
 		return Errorf(Invalid, "voice_agent.provider is required").
-			WithSuggestion("Name the voice agent's provider in lower case, e.g. elevenlabs or livekit")
+			WithSuggestion("Use one of " + strings.Join(Providers, ", "))
+	}
+	if !slices.Contains(Providers, v.Provider) {
+		return Errorf(Invalid, "Unsupported voice_agent.provider %q", truncate(v.Provider, 40)).
+			WithSuggestion("Use one of " + strings.Join(Providers, ", "))
 	}
 	if v.AgentID == "" || len(v.AgentID) > 128 {
 		return Errorf(Invalid, "voice_agent.agent_id is required").
 			WithSuggestion("Pass the provider's id for the voice agent (at most 128 characters)")
 	}
-	if v.AuthMethod != AuthNone {
-		return Errorf(Invalid, "Unsupported voice_agent.auth_method %q", v.AuthMethod).
-			WithSuggestion(`Use "none": only voice agents that need no secret are supported`)
+	switch {
+	case v.AuthMethod == AuthNone:
+	case v.AuthMethod == AuthSignedURL && v.Provider == ProviderElevenLabs:
+	default:
+		hint := `Use "none"`
+		if v.Provider == ProviderElevenLabs {
+			hint = `Use "none" for public agents or "signed_url" for private ones (the service's ElevenLabs key signs the URL)`
+		}
+		return Errorf(Invalid, "Unsupported voice_agent.auth_method %q", truncate(v.AuthMethod, 40)).WithSuggestion(hint)
 	}
 	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// AgentJob is what a dispatched LiveKit agent finds in its job's metadata
+// (JSON): whom to stream its speech to, and the agent's settings.
+type AgentJob struct {
+	AvatarIdentity string         `json:"avatar_identity"`
+	SessionID      string         `json:"session_id"`
+	AgentID        string         `json:"agent_id"`
+	Language       string         `json:"language"`
+	CustomGreeting string         `json:"custom_greeting"`
+	Context        string         `json:"context"`
+	Properties     map[string]any `json:"properties,omitempty"`
+}
+
+// Job is the job metadata for dispatching a's LiveKit agent to drive the
+// avatar participant avatarIdentity in session sessionID.
+func (a Agent) Job(sessionID, avatarIdentity string) AgentJob {
+	return AgentJob{
+		AvatarIdentity: avatarIdentity, SessionID: sessionID, AgentID: a.ID, Language: a.Language,
+		CustomGreeting: a.Greeting, Context: a.Context, Properties: a.Properties,
+	}
 }

@@ -72,9 +72,11 @@ const (
 	ReasonRoomLost         = "room_connection_lost" // the connection to the room was lost for good
 	ReasonRoomUnreachable  = "room_unreachable"     // the renderer could not join, or the room URL is not allowed
 	ReasonRendererFailed   = "renderer_failed"
-	ReasonWorkerDrained    = "worker_drained" // the worker was shut down and its drain deadline passed
-	ReasonWorkerLost       = "worker_lost"    // the worker stopped heartbeating (crashed); ended by the reaper
-	ReasonNoCapacity       = "no_capacity"    // no renderer claimed the job before its deadline
+	ReasonWorkerDrained    = "worker_drained"    // the worker was shut down and its drain deadline passed
+	ReasonWorkerLost       = "worker_lost"       // the worker stopped heartbeating (crashed); ended by the reaper
+	ReasonNoCapacity       = "no_capacity"       // no renderer claimed the job before its deadline
+	ReasonAgentUnavailable = "agent_unavailable" // the session's LiveKit voice agent could not be dispatched
+	ReasonRemoved          = "removed_from_room" // someone with room admin rights (e.g. the voice agent closing) removed the avatar
 )
 
 // Room is the caller's WebRTC room. Stored, never returned.

@@ -123,11 +123,21 @@ func TestAgents(t *testing.T) {
 			{"no name", map[string]any{"avatar_id": avatarID}, "name is required"},
 			{"no avatar", map[string]any{"name": "x"}, "avatar_id is required"},
 			{"other tenant's avatar", map[string]any{"name": "x", "avatar_id": avatarID}, "Avatar not found"},
-			{"secret auth method", func() map[string]any {
+			{"unknown auth method", func() map[string]any {
 				b := agentBody(avatarID)
-				b["voice_agent"] = map[string]any{"provider": "elevenlabs", "agent_id": "a", "auth_method": "signed_url"}
+				b["voice_agent"] = map[string]any{"provider": "elevenlabs", "agent_id": "a", "auth_method": "api_key"}
+				return b
+			}(), `Unsupported voice_agent.auth_method "api_key"`},
+			{"signed url for a provider without one", func() map[string]any {
+				b := agentBody(avatarID)
+				b["voice_agent"] = map[string]any{"provider": "livekit", "agent_id": "a", "auth_method": "signed_url"}
 				return b
 			}(), `Unsupported voice_agent.auth_method "signed_url"`},
+			{"unknown provider", func() map[string]any {
+				b := agentBody(avatarID)
+				b["voice_agent"] = map[string]any{"provider": "acme", "agent_id": "a", "auth_method": "none"}
+				return b
+			}(), `Unsupported voice_agent.provider "acme"`},
 			{"deep properties", func() map[string]any {
 				b := agentBody(avatarID)
 				var v any = "leaf"

@@ -14,6 +14,7 @@ func handleInitiateRoom(svc *roomhost.Service) handlerFunc {
 		AspectRatio         string `json:"aspect_ratio"`
 		VoiceID             string `json:"voice_id"`
 		EnableTranscription *bool  `json:"enable_transcription"`
+		AgentID             string `json:"agent_id"`
 	}
 	type room struct {
 		Name  string `json:"name"`
@@ -33,7 +34,7 @@ func handleInitiateRoom(svc *roomhost.Service) handlerFunc {
 		transcribe := req.EnableTranscription == nil || *req.EnableTranscription
 		p := principal(r.Context())
 		in, err := svc.Initiate(r.Context(), p.UserID, p.KeyMode, roomhost.Request{
-			Avatar: req.Avatar, AspectRatio: req.AspectRatio, VoiceID: req.VoiceID, Transcription: transcribe,
+			Avatar: req.Avatar, AspectRatio: req.AspectRatio, VoiceID: req.VoiceID, Transcription: transcribe, Agent: req.AgentID,
 		})
 		if err != nil {
 			return err

@@ -5,7 +5,6 @@ package links
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -52,7 +51,7 @@ type Sessions interface {
 // platform is configured.
 type RoomHost interface {
 	Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (rooms.Hosted, error)
-	Dispatch(ctx context.Context, room, agentName, metadata string) error
+	DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error
 }
 
 // Service manages links.
@@ -381,50 +380,18 @@ func (s *Service) Start(ctx context.Context, linkRef, aspectRatio string) (Start
 	if err != nil {
 		return Started{}, ownerLimit(err)
 	}
-	if ag.VoiceAgent.Provider == ProviderLiveKit {
-		if err := s.dispatch(ctx, room.Name, sessionID, ag); err != nil {
+	if ag.VoiceAgent.Provider == domain.ProviderLiveKit {
+		if err := s.rooms.DispatchAgent(ctx, room.Name, sessionID, ag); err != nil {
 			// Without its voice agent the avatar would stay silent: end the
 			// session at once (billed nothing: no renderer served it yet)
 			// and let the visitor retry.
-			if _, ferr := s.sessions.Finish(context.WithoutCancel(ctx), l.UserID, sessionID, domain.EventAutoEnd, ReasonAgentUnavailable); ferr != nil {
+			if _, ferr := s.sessions.Finish(context.WithoutCancel(ctx), l.UserID, sessionID, domain.EventAutoEnd, domain.ReasonAgentUnavailable); ferr != nil {
 				err = errors.Join(err, ferr)
 			}
 			return Started{}, &domain.Error{Code: domain.Unavailable, Message: "The voice agent could not be started, please retry", Err: err}
 		}
 	}
 	return Started{SessionID: sessionID, RoomURL: room.URL, ParticipantToken: room.UserToken, AgentIdentity: rooms.AvatarIdentity}, nil
-}
-
-// ProviderLiveKit is the voice_agent.provider of agents built with LiveKit
-// Agents: the service dispatches voice_agent.agent_id (the agent's
-// registered agent_name) into the session's room.
-const ProviderLiveKit = "livekit"
-
-// ReasonAgentUnavailable ends a session whose voice agent could not be
-// dispatched.
-const ReasonAgentUnavailable = "agent_unavailable"
-
-// JobMetadata is what a dispatched LiveKit agent finds in its job's
-// metadata (JSON): whom to stream its speech to, and the agent's settings.
-type JobMetadata struct {
-	AvatarIdentity string         `json:"avatar_identity"`
-	SessionID      string         `json:"session_id"`
-	AgentID        string         `json:"agent_id"`
-	Language       string         `json:"language"`
-	CustomGreeting string         `json:"custom_greeting"`
-	Context        string         `json:"context"`
-	Properties     map[string]any `json:"properties,omitempty"`
-}
-
-func (s *Service) dispatch(ctx context.Context, room, sessionID string, ag domain.Agent) error {
-	md, err := json.Marshal(JobMetadata{
-		AvatarIdentity: rooms.AvatarIdentity, SessionID: sessionID, AgentID: ag.ID, Language: ag.Language,
-		CustomGreeting: ag.Greeting, Context: ag.Context, Properties: ag.Properties,
-	})
-	if err != nil {
-		return err
-	}
-	return s.rooms.Dispatch(ctx, room, ag.VoiceAgent.AgentID, string(md))
 }
 
 // ownerLimit rewords the owner's plan limits for an anonymous visitor, who

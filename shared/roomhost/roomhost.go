@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"avatarsvc/shared/agents"
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/rooms"
 	"avatarsvc/shared/sessions"
@@ -24,6 +25,11 @@ type Sessions interface {
 	Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error)
 }
 
+// Agents resolves agents (shared/agents).
+type Agents interface {
+	Get(ctx context.Context, userID, ref string) (agents.Agent, error)
+}
+
 // Avatars resolves avatars (shared/avatars).
 type Avatars interface {
 	Get(ctx context.Context, userID, ref string) (domain.Avatar, error)
@@ -33,11 +39,13 @@ type Avatars interface {
 // RoomHost creates rooms and tokens (shared/rooms).
 type RoomHost interface {
 	Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (rooms.Hosted, error)
+	DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error
 }
 
 // Service hosts sessions in service-made rooms.
 type Service struct {
 	sessions      Sessions
+	agents        Agents
 	avatars       Avatars
 	rooms         RoomHost // nil: no room platform configured
 	defaultAvatar string
@@ -46,8 +54,8 @@ type Service struct {
 
 // New returns a Service. defaultAvatar is the avatar used when a request
 // names none (a catalog id; DEFAULT_AVATAR).
-func New(ss Sessions, av Avatars, rh RoomHost, defaultAvatar string, log *slog.Logger) *Service {
-	return &Service{sessions: ss, avatars: av, rooms: rh, defaultAvatar: defaultAvatar, log: log}
+func New(ss Sessions, ag Agents, av Avatars, rh RoomHost, defaultAvatar string, log *slog.Logger) *Service {
+	return &Service{sessions: ss, agents: ag, avatars: av, rooms: rh, defaultAvatar: defaultAvatar, log: log}
 }
 
 // RoomPrefix starts the names of rooms made by Initiate.
@@ -66,6 +74,10 @@ type Request struct {
 	AspectRatio   string
 	VoiceID       string
 	Transcription bool
+	// Agent (agent_id, an extension of the spec) puts one of the caller's
+	// agents in the room: its avatar unless Avatar is given, its greeting,
+	// and its voice agent.
+	Agent string
 }
 
 // Initiated is a new room and its session.
@@ -88,7 +100,17 @@ func (s *Service) Initiate(ctx context.Context, userID, keyMode string, req Requ
 		return Initiated{}, domain.Errorf(domain.Invalid, "Invalid aspect_ratio %q", req.AspectRatio).
 			WithSuggestion("Use one of 1:1, 4:3 or 3:4")
 	}
+	var ag agents.Agent
+	if req.Agent != "" {
+		var err error
+		if ag, err = s.agents.Get(ctx, userID, req.Agent); err != nil {
+			return Initiated{}, err
+		}
+	}
 	ref := req.Avatar
+	if ref == "" {
+		ref = ag.AvatarID
+	}
 	if ref == "" {
 		ref = s.defaultAvatar
 	}
@@ -114,7 +136,7 @@ func (s *Service) Initiate(ctx context.Context, userID, keyMode string, req Requ
 	}
 	_, err = s.sessions.CreateHosted(ctx, sessions.Hosted{
 		SessionID: id, OwnerID: userID, KeyMode: keyMode, Avatar: s.avatars.Source(av), AspectRatio: ar,
-		RoomName: room.Name, VoiceID: voice, Transcription: req.Transcription,
+		RoomName: room.Name, VoiceID: voice, Transcription: req.Transcription, AgentID: ag.ID,
 		Room: domain.Room{Platform: domain.PlatformLiveKit, URL: room.URL, Token: room.RendererToken},
 	})
 	if err != nil {
@@ -161,8 +183,9 @@ func (s *Service) HandleEvent(ctx context.Context, ev rooms.Event) error {
 		_, err = s.sessions.Start(ctx, sess.UserID, id, domain.EventStart)
 		if err != nil {
 			s.log.WarnContext(ctx, "start on join", "session_id", id, "err", err)
+			return ignoreRefusal(err)
 		}
-		return ignoreRefusal(err)
+		return s.dispatch(ctx, sess)
 	case "participant_left":
 		// The visitor left (the link page's end button, or closing the tab):
 		// the conversation is over. The renderer leaving is the session
@@ -175,6 +198,34 @@ func (s *Service) HandleEvent(ctx context.Context, ev rooms.Event) error {
 		return s.finish(ctx, id, domain.ReasonRoomClosed)
 	}
 	return nil
+}
+
+// dispatch sends the session's LiveKit voice agent, if it has one, into the
+// room now that a client is there to talk to. Without it the avatar would
+// stay silent, so a failed dispatch ends the session (billed nothing yet).
+func (s *Service) dispatch(ctx context.Context, sess domain.Session) error {
+	if sess.AgentID == "" {
+		return nil
+	}
+	ag, err := s.agents.Get(ctx, sess.UserID, sess.AgentID)
+	if err != nil || ag.VoiceAgent.Provider != domain.ProviderLiveKit {
+		return ignoreMissingAgent(err)
+	}
+	if err = s.rooms.DispatchAgent(ctx, sess.RoomName, sess.ID, ag.Agent); err == nil {
+		return nil
+	}
+	s.log.WarnContext(ctx, "agent dispatch", "session_id", sess.ID, "agent", ag.VoiceAgent.AgentID, "err", err)
+	_, ferr := s.sessions.Finish(context.WithoutCancel(ctx), sess.UserID, sess.ID, domain.EventAutoEnd, domain.ReasonAgentUnavailable)
+	return ignoreRefusal(ferr)
+}
+
+// ignoreMissingAgent lets a session whose agent was deleted meanwhile go on
+// with the built-in voice.
+func ignoreMissingAgent(err error) error {
+	if errors.Is(err, domain.ErrAgentNotFound) {
+		return nil
+	}
+	return err
 }
 
 func (s *Service) finish(ctx context.Context, id, reason string) error {

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"avatarsvc/shared/domain"
+
 	"github.com/go-jose/go-jose/v3"
 	"github.com/go-jose/go-jose/v3/jwt"
 )
@@ -96,11 +98,17 @@ func (l *LiveKit) Create(ctx context.Context, name string) error {
 	}, nil)
 }
 
-// Dispatch asks LiveKit to send the agent registered as agentName into
-// room, with metadata as its job's metadata (agent dispatch API).
-func (l *LiveKit) Dispatch(ctx context.Context, room, agentName, metadata string) error {
+// DispatchAgent asks LiveKit to send ag's LiveKit voice agent (its
+// voice_agent.agent_id is the worker's registered agent_name) into room,
+// with job metadata naming the avatar participant it should drive
+// (agent dispatch API).
+func (l *LiveKit) DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error {
+	md, err := json.Marshal(ag.Job(sessionID, AvatarIdentity))
+	if err != nil {
+		return err
+	}
 	return l.twirp(ctx, "AgentDispatchService/CreateDispatch", videoGrant{RoomAdmin: true, Room: room},
-		map[string]any{"room": room, "agent_name": agentName, "metadata": metadata}, nil)
+		map[string]any{"room": room, "agent_name": ag.VoiceAgent.AgentID, "metadata": string(md)}, nil)
 }
 
 // Dispatched is one agent dispatch of a room.
