@@ -29,10 +29,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) build -tags xray ./shared/app
 
-## bench: API latency vs raw DynamoDB, PUT start to ws_uri and to video, then the renderer benchmarks
+## bench: API latency vs raw DynamoDB, PUT start to ws_uri and to video, speech to mouth motion per path, then the renderer benchmarks
 bench: setup
 	$(GO) run ./scripts/apibench
 	$(GO) run ./scripts/startbench -n 30
+	$(GO) run ./gpu-fleet/cmd/lipsync-bench -n 30
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./gpu-fleet/...
 	$(GO) run ./gpu-fleet/cmd/stream-bench -room -streams 1,8,10,12 -aspect 1:1
 	$(GO) run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3

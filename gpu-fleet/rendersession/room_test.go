@@ -32,8 +32,8 @@ const (
 	// Mouth-region difference from the still image (mean |dY|, 0-255).
 	// Idle life (sway, breathing) stays under restMax; an open mouth is
 	// well above movingMin.
-	restMax   = 16.0
-	movingMin = 22.0
+	restMax   = roomtest.MouthAtRest
+	movingMin = roomtest.MouthMoving
 )
 
 func prepareAvatar(t *testing.T, aspect render.AspectRatio) *avatar.Prepared {

@@ -6,6 +6,7 @@ package roomtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"image"
 	"os"
 	"sync"
@@ -39,6 +40,23 @@ type T interface {
 // Liveness bounds how long a helper waits for something that must happen;
 // it never asserts speed.
 const Liveness = 20 * time.Second
+
+// Mouth thresholds on Frame.Mouth, calibrated on the test face with the CPU
+// renderer: at or above MouthMoving the mouth is visibly open; at or below
+// MouthAtRest it is closed (idle head motion stays under it).
+const (
+	MouthMoving = 22.0
+	MouthAtRest = 16.0
+)
+
+// PanicT lets the helpers run outside a test (benchmark commands): a
+// failure panics.
+type PanicT struct{}
+
+func (PanicT) Helper()                        {}
+func (PanicT) Fatal(args ...any)              { panic(fmt.Sprint(args...)) }
+func (PanicT) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+func (PanicT) Cleanup(func())                 {}
 
 // Frame is one decoded video frame as a viewer saw it.
 type Frame struct {

@@ -57,7 +57,7 @@ const (
 	liveness = 30 * time.Second // how long a test waits for what must happen; never a speed claim
 	// Mouth-region difference from the still image (mean |dY|): speech
 	// opens the mouth well past movingMin (see rendersession's room test).
-	movingMin = 22.0
+	movingMin = roomtest.MouthMoving
 	// heartbeatEvery and leaseTTL are the workers' settings here.
 	heartbeatEvery = 500 * time.Millisecond
 	leaseTTL       = 2 * time.Second

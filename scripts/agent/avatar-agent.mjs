@@ -10,13 +10,17 @@
 //   playbackFinished event, in order, with its arrival time.
 // MODE "interrupt": a 3 s segment cleared 500 ms after playback started;
 //   what waitForPlayout() returned and how long after clearBuffer().
+// MODE "bench": BENCH_SEGMENTS (20) segments of 1 s from sample BENCH_ONSET
+//   (a voiced onset), each after the mouth is at rest again; the epoch time
+//   in ms at which each segment's first frame was handed to the framework
+//   (gpu-fleet/cmd/lipsync-bench).
 import { Room, TrackKind } from '@livekit/rtc-node';
 import { initializeLogger, voice } from '@livekit/agents';
 import { readWav, speak } from './speech.mjs';
 
 const [url, token, avatarIdentity, wavPath, mode] = process.argv.slice(2);
 if (!url || !token || !avatarIdentity || !wavPath || !mode) {
-  console.error('usage: avatar-agent.mjs URL TOKEN AVATAR_IDENTITY WAV segments|interrupt');
+  console.error('usage: avatar-agent.mjs URL TOKEN AVATAR_IDENTITY WAV segments|interrupt|bench');
   process.exit(2);
 }
 initializeLogger({ pretty: false, level: process.env.AGENT_LOG_LEVEL || 'warn' });
@@ -50,6 +54,17 @@ if (mode === 'segments') {
   out.clearBuffer();
   const ev = await out.waitForPlayout();
   result = { position: ev.playbackPosition, interrupted: ev.interrupted, afterClearMs: Date.now() - clearedAt, clearedAtMs: clearedAt - t0 };
+} else if (mode === 'bench') {
+  const count = Number(process.env.BENCH_SEGMENTS || 20);
+  const onset = Number(process.env.BENCH_ONSET || 0);
+  const sends = [];
+  for (let i = 0; i < count; i++) {
+    sends.push(performance.timeOrigin + performance.now());
+    await speak(out, speech, onset, 1.0);
+    await out.waitForPlayout();
+    await new Promise((r) => setTimeout(r, 700)); // the mouth comes to rest
+  }
+  result = { sends };
 } else {
   console.error(`unknown mode ${mode}`);
   process.exit(2);

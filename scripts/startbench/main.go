@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"time"
 
 	"avatarsvc/gpu-fleet/avatar"
@@ -34,6 +33,7 @@ import (
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/testfiles"
 	"avatarsvc/gpu-fleet/worker"
+	"avatarsvc/scripts/benchtable"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/domain"
@@ -45,14 +45,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// fatalT lets the roomtest helpers run outside a test.
-type fatalT struct{}
-
-func (fatalT) Helper()                        {}
-func (fatalT) Fatal(args ...any)              { panic(fmt.Sprint(args...)) }
-func (fatalT) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
-func (fatalT) Cleanup(func())                 {}
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("startbench", flag.ContinueOnError)
@@ -124,10 +116,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(os.Stderr, "startbench: session %d/%d: ws_uri %v, first frame %v\n", i+1, *n, uri.Round(time.Millisecond), frame.Round(time.Millisecond))
 	}
-	fmt.Fprintf(out, "\nPUT start on the local stack, one warm renderer worker, %d sessions (load %s)\n\n", *n, loadAvg())
+	fmt.Fprintf(out, "\nPUT start on the local stack, one warm renderer worker, %d sessions (load %s)\n\n", *n, benchtable.LoadAvg())
 	fmt.Fprintf(out, "| measure | p50 | p90 | p99 | target |\n|---|---|---|---|---|\n")
-	fmt.Fprintf(out, "| PUT start -> real ws_uri | %s | %s | %s | p50 <= 300 ms, p99 <= 1 s |\n", pct(toURI, 50), pct(toURI, 90), pct(toURI, 99))
-	fmt.Fprintf(out, "| PUT start -> first decoded video frame | %s | %s | %s | p50 <= 1 s |\n", pct(toFrame, 50), pct(toFrame, 90), pct(toFrame, 99))
+	fmt.Fprintf(out, "| PUT start -> real ws_uri | %s | %s | %s | p50 <= 300 ms, p99 <= 1 s |\n", benchtable.Percentile(toURI, 50), benchtable.Percentile(toURI, 90), benchtable.Percentile(toURI, 99))
+	fmt.Fprintf(out, "| PUT start -> first decoded video frame | %s | %s | %s | p50 <= 1 s |\n", benchtable.Percentile(toFrame, 50), benchtable.Percentile(toFrame, 90), benchtable.Percentile(toFrame, 99))
 	return nil
 }
 
@@ -141,7 +133,7 @@ func once(ctx context.Context, stack *stacktest.Stack, lk *localstack.LiveKit, a
 	if err != nil {
 		return 0, 0, err
 	}
-	v := roomtest.JoinViewer(fatalT{}, lk.URL, viewerTok, prepared)
+	v := roomtest.JoinViewer(roomtest.PanicT{}, lk.URL, viewerTok, prepared)
 	defer v.Room.Disconnect()
 
 	var created struct {
@@ -210,22 +202,4 @@ func call(stack *stacktest.Stack, method, path, key string, body, into any) erro
 		return json.Unmarshal(raw, into)
 	}
 	return nil
-}
-
-func pct(ds []time.Duration, p int) string {
-	if len(ds) == 0 {
-		return "-"
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := min(len(s)-1, (p*len(s))/100)
-	return fmt.Sprintf("%.0f ms", float64(s[i].Microseconds())/1000)
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil || len(b) < 14 {
-		return "unknown"
-	}
-	return string(bytes.Fields(b)[0])
 }
