@@ -27,8 +27,8 @@ if command -v dnf >/dev/null 2>&1; then
 elif command -v apt-get >/dev/null 2>&1; then
   log "installing libvpx, opus and ffmpeg with apt-get"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvpx7 libopus0 ffmpeg awscli jq || \
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 'libvpx[0-9]*' libopus0 ffmpeg awscli jq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvpx7 libopus0 libespeak-ng1 libpocketsphinx3 pocketsphinx-en-us ffmpeg awscli jq || \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 'libvpx[0-9]*' libopus0 libespeak-ng1 libpocketsphinx3 pocketsphinx-en-us ffmpeg awscli jq
 fi
 
 # 2. The worker binary.

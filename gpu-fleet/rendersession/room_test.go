@@ -18,6 +18,7 @@ import (
 
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
@@ -81,6 +82,13 @@ func newStack(t *testing.T) *stack {
 
 func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatar.Prepared, rc room.Config) *rendersession.Session {
 	t.Helper()
+	return st.startTalking(t, sessionID, roomName, av, rc, nil)
+}
+
+// startTalking starts a session whose avatar has its own conversation
+// (conv; nil for none).
+func (st *stack) startTalking(t *testing.T, sessionID, roomName string, av *avatar.Prepared, rc room.Config, conv *conversation.Config) *rendersession.Session {
+	t.Helper()
 	token, err := room.Token(st.lk.APIKey, st.lk.APISecret, roomName, room.AgentIdentity, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +103,8 @@ func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatar.Prep
 		Renderer:  render.NewCPURenderer(av),
 		Audio:     st.audio,
 		Logger:    st.log,
+
+		Conversation: conv,
 	})
 	if err != nil {
 		t.Fatalf("rendersession.Start: %v", err)

@@ -29,6 +29,7 @@ import (
 
 	"avatarsvc/gpu-fleet/agentstream"
 	"avatarsvc/gpu-fleet/audiows"
+	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/encode/opus"
 	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/playout"
@@ -53,7 +54,11 @@ type Config struct {
 	// MaxBuffered bounds queued audio in samples (playout.DefaultMaxBuffered
 	// when zero).
 	MaxBuffered int
-	Logger      *slog.Logger
+	// Conversation, when set, gives the avatar its own voice and ears in
+	// the room (greeting, captions, replies; gpu-fleet/conversation). Its
+	// Speaker and Captions are the session's own.
+	Conversation *conversation.Config
+	Logger       *slog.Logger
 }
 
 // Session is one running avatar session.
@@ -63,6 +68,7 @@ type Session struct {
 	buffer   *playout.Buffer
 	endpoint *audiows.Endpoint
 	agent    *agentstream.Receiver
+	talk     *conversation.Conversation
 	joined   atomic.Pointer[room.Room] // for the agent's RPCs, once joined
 	room     *room.Room
 	pipeline *Pipeline
@@ -119,6 +125,14 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	roomCfg.VideoWidth, roomCfg.VideoHeight = w, h
 	roomCfg.Logger = log
 	roomCfg.AgentAudio = s.agent
+	if cfg.Conversation != nil {
+		cc := *cfg.Conversation
+		cc.Speaker, cc.Captions, cc.Log = s.buffer, captioner{&s.joined}, log
+		if s.talk, err = conversation.Start(cc); err != nil {
+			return nil, err
+		}
+		roomCfg.Listener = s.talk
+	}
 	if s.room, err = room.Join(ctx, roomCfg); err != nil {
 		return nil, err
 	}
@@ -192,8 +206,28 @@ func (c rpcCaller) CallRPC(dest, method, payload string) error {
 	return r.CallRPC(dest, method, payload)
 }
 
+// captioner reaches the room once it is joined; captions before that are
+// dropped (nobody could read them yet).
+type captioner struct{ room *atomic.Pointer[room.Room] }
+
+func (c captioner) Caption(cp room.Caption) {
+	if r := c.room.Load(); r != nil {
+		r.Caption(cp)
+	}
+}
+
+func (c captioner) AudioTrackSID() string {
+	if r := c.room.Load(); r != nil {
+		return r.AudioTrackSID()
+	}
+	return ""
+}
+
 // release frees what Start acquired, whichever step it reached.
 func (s *Session) release() {
+	if s.talk != nil {
+		s.talk.Close()
+	}
 	if s.agent != nil {
 		s.agent.Close()
 	}

@@ -74,6 +74,10 @@ type Config struct {
 	// agent in the room (byte streams on agentstream.Topic, and the
 	// lk.clear_buffer RPC); see gpu-fleet/agentstream.
 	AgentAudio AgentAudio
+	// Listener, when set, hears the people in the room: who joins, and
+	// their microphones (see Listener). Without it the avatar subscribes to
+	// nothing.
+	Listener Listener
 
 	Logger *slog.Logger
 }
@@ -97,6 +101,8 @@ type Room struct {
 	leaving      bool // we are disconnecting on purpose
 	disconnected bool // the SDK already tore the connection down
 
+	captions chan Caption // to sendCaptions
+
 	done    chan struct{} // closed once an end reason is set
 	stopped chan struct{} // closed when the watcher returns
 }
@@ -118,9 +124,10 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 		log = slog.Default()
 	}
 	r := &Room{
-		log:     log,
-		done:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		log:      log,
+		done:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+		captions: make(chan Caption, 64),
 	}
 
 	cb := lksdk.NewRoomCallback()
@@ -161,6 +168,9 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 		r.log.Info("track published", "track_sid", pub.SID(), "kind", string(pub.Kind()))
 	}
 
+	if cfg.Listener != nil {
+		r.listen(cb, cfg.Listener)
+	}
 	lk := lksdk.NewRoom(cb)
 	lk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(log.Handler())))
 	if a := cfg.AgentAudio; a != nil {
@@ -214,6 +224,10 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 
 	r.presence = newPresence(time.Now(), cfg.GracePeriod, cfg.JoinTimeout, cfg.ExpiresAt)
 	go r.watch()
+	go r.sendCaptions()
+	if cfg.Listener != nil {
+		r.listenToPresent(cfg.Listener)
+	}
 	return r, nil
 }
 

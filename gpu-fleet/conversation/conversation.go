@@ -1,0 +1,261 @@
+// Package conversation gives a hosted session's avatar a voice, ears and a
+// brain, inside the renderer beside the session: it greets the person who
+// joins (espeak-ng, gpu-fleet/tts), transcribes their microphone
+// (pocketsphinx, gpu-fleet/stt) into captions on lk.transcription, and
+// answers each finished utterance through a Brain (the `local` provider),
+// speaking into the same playout buffer as every other speech source so
+// lip-sync and speech events are the same. When the person starts talking
+// over the avatar, the avatar stops (barge-in).
+package conversation
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"avatarsvc/gpu-fleet/room"
+	"avatarsvc/gpu-fleet/stt"
+	"avatarsvc/gpu-fleet/tts"
+)
+
+// DefaultGreeting is spoken when the agent has no custom_greeting.
+const DefaultGreeting = "Hello! It's nice to meet you. I'm listening."
+
+const (
+	// greetDelay lets the person's page subscribe to the avatar's tracks
+	// before the greeting starts, so its first words are heard.
+	greetDelay = time.Second
+	// calibration: pocketsphinx learns the background noise over the first
+	// second of a microphone and may report speech meanwhile; barge-in
+	// waits until it has.
+	calibration = time.Second
+	// audioQueue bounds microphone audio waiting for the recogniser (20 ms
+	// packets: 10 s).
+	audioQueue = 500
+)
+
+// Speaker is the session's playout buffer (*playout.Buffer).
+type Speaker interface {
+	Push(pcm []int16, arrived time.Time) (uint64, error)
+	End() (uint64, bool)
+	Interrupt() int
+	Buffered() int
+}
+
+// Captioner sends transcript updates into the room (*room.Room, once
+// joined).
+type Captioner interface {
+	Caption(c room.Caption)
+	AudioTrackSID() string
+}
+
+// Brain is a voice-agent provider that runs in the renderer: it answers
+// what the person said ("" for nothing to say).
+type Brain interface {
+	Reply(ctx context.Context, heard string) (string, error)
+}
+
+// Config sets up one conversation.
+type Config struct {
+	Voice      string // a shared/voices id; "" is the default voice
+	Greeting   string // DefaultGreeting when empty
+	Transcribe bool   // send captions of what the person says
+	// Brain answers the person; nil when the session's speech comes from
+	// elsewhere (a LiveKit agent, ws_uri): then there is no greeting either.
+	Brain    Brain
+	Speaker  Speaker
+	Captions Captioner
+	Log      *slog.Logger
+}
+
+type micAudio struct {
+	trackSID string
+	pcm      []int16
+}
+
+// Conversation runs one session's conversation loop on its own goroutine.
+type Conversation struct {
+	cfg    Config
+	log    *slog.Logger
+	rec    *stt.Recognizer
+	audio  chan micAudio
+	joined chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	joinOnce  sync.Once
+	dropped   atomic.Int64
+	track     string // the microphone being transcribed (the first one heard)
+	heard     time.Duration
+	speaking  bool // the avatar's last utterance may still be playing
+	avatarSeg int
+}
+
+// Start loads the recogniser (about 100 MB and half a second; see
+// gpu-fleet/stt) when there is anything to listen for, and starts the loop.
+func Start(cfg Config) (*Conversation, error) {
+	if cfg.Speaker == nil || cfg.Captions == nil {
+		return nil, fmt.Errorf("conversation: Speaker and Captions are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Greeting == "" {
+		cfg.Greeting = DefaultGreeting
+	}
+	c := &Conversation{cfg: cfg, log: cfg.Log, audio: make(chan micAudio, audioQueue), joined: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Transcribe || cfg.Brain != nil {
+		rec, err := stt.New(stt.Config{})
+		if err != nil {
+			return nil, fmt.Errorf("conversation: speech recogniser: %w", err)
+		}
+		c.rec = rec
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	go c.run()
+	return c, nil
+}
+
+// Close stops the loop and frees the recogniser.
+func (c *Conversation) Close() {
+	c.cancel()
+	<-c.done
+}
+
+// UserJoined implements room.Listener: the first person to join is greeted.
+func (c *Conversation) UserJoined(identity string) {
+	c.joinOnce.Do(func() {
+		c.log.Info("user joined", "identity", identity)
+		close(c.joined)
+	})
+}
+
+// UserAudio implements room.Listener. It never blocks the track's reader:
+// audio beyond the queue is dropped (and counted), which happens only when
+// the box cannot keep up with recognition.
+func (c *Conversation) UserAudio(identity, trackSID string, pcm []int16) {
+	select {
+	case c.audio <- micAudio{trackSID, pcm}:
+	default:
+		if n := c.dropped.Add(1); n == 1 || n%250 == 0 {
+			c.log.Warn("recogniser behind, microphone audio dropped", "packets", n)
+		}
+	}
+}
+
+func (c *Conversation) run() {
+	defer close(c.done)
+	if c.rec != nil {
+		defer c.rec.Close()
+	}
+	var greet <-chan time.Time
+	joined := c.joined
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-joined:
+			joined = nil
+			if c.cfg.Brain != nil {
+				greet = time.After(greetDelay)
+			}
+		case <-greet:
+			greet = nil
+			c.say(c.cfg.Greeting)
+		case a := <-c.audio:
+			c.hear(a)
+		}
+	}
+}
+
+// hear feeds the recogniser, stops the avatar when the person starts
+// talking over it, and captions and answers what was said.
+func (c *Conversation) hear(a micAudio) {
+	if c.rec == nil {
+		return
+	}
+	if c.track == "" {
+		c.track = a.trackSID
+	}
+	if a.trackSID != c.track {
+		return // one recogniser per session: the first microphone heard
+	}
+	was := c.rec.InSpeech()
+	results, err := c.rec.Write(a.pcm)
+	if err != nil {
+		c.log.Warn("recogniser", "err", err)
+		return
+	}
+	c.heard += time.Duration(len(a.pcm)) * time.Second / stt.SampleRate
+	if !was && c.rec.InSpeech() && c.heard > calibration && c.cfg.Brain != nil && c.avatarTalking() {
+		dropped := c.cfg.Speaker.Interrupt()
+		c.speaking = false
+		c.log.Info("barge-in: the user spoke over the avatar", "dropped_samples", dropped)
+	}
+	for _, r := range results {
+		if c.cfg.Transcribe && r.Text != "" {
+			c.cfg.Captions.Caption(room.Caption{
+				TrackSID: c.track, SegmentID: fmt.Sprintf("%s-%d", c.track, r.SegmentID), Text: r.Text, Final: r.Final,
+			})
+		}
+		if r.Final && c.cfg.Brain != nil && strings.TrimSpace(r.Text) != "" {
+			reply, err := c.cfg.Brain.Reply(c.ctx, r.Text)
+			if err != nil {
+				c.log.Warn("voice agent reply", "err", err)
+				continue
+			}
+			c.say(reply)
+		}
+	}
+}
+
+func (c *Conversation) avatarTalking() bool {
+	return c.speaking && c.cfg.Speaker.Buffered() > 0
+}
+
+// say speaks text in the avatar's voice: synthesised in chunks straight
+// into the playout buffer (espeak-ng runs hundreds of times faster than
+// real time), captioned as the avatar's own track.
+func (c *Conversation) say(text string) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return
+	}
+	c.avatarSeg++
+	if track := c.cfg.Captions.AudioTrackSID(); track != "" {
+		c.cfg.Captions.Caption(room.Caption{TrackSID: track, SegmentID: fmt.Sprintf("avatar-%d", c.avatarSeg), Text: text, Final: true})
+	}
+	pushed := false
+	err := tts.Synthesize(c.ctx, text, c.cfg.Voice, func(pcm []int16) error {
+		_, err := c.cfg.Speaker.Push(pcm, time.Now())
+		pushed = pushed || err == nil
+		return err
+	})
+	if pushed {
+		c.cfg.Speaker.End()
+		c.speaking = true
+	}
+	if err != nil && c.ctx.Err() == nil {
+		c.log.Warn("speech synthesis", "err", err, "voice", c.cfg.Voice)
+	}
+}
+
+// Local is the `local` voice-agent provider: an offline demo partner that
+// answers each utterance by repeating back what it understood. It exists
+// so the whole loop (greeting, listening, captions, replies, barge-in) can
+// be seen and tested without any network.
+type Local struct{}
+
+// Reply repeats what was heard.
+func (Local) Reply(_ context.Context, heard string) (string, error) {
+	heard = strings.TrimSpace(heard)
+	if heard == "" {
+		return "", nil
+	}
+	return "I heard you say: " + heard + ".", nil
+}
