@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"avatarsvc/gpu-fleet/elevenlabs"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/stt"
 	"avatarsvc/gpu-fleet/tts"
@@ -59,6 +60,20 @@ type Brain interface {
 	Reply(ctx context.Context, heard string) (string, error)
 }
 
+// Remote is a voice agent elsewhere that listens and speaks by itself
+// (*elevenlabs.Conversation, the elevenlabs provider): the person's audio
+// goes up, its speech comes back into the playout buffer, its interruption
+// stops the avatar and its transcripts become captions.
+type Remote interface {
+	SendUserAudio(pcm []int16) error
+	Events() <-chan elevenlabs.Event
+	Close() error
+}
+
+// remoteUtteranceGap ends the avatar's utterance when the remote agent's
+// audio pauses this long (its protocol has no end-of-speech marker).
+const remoteUtteranceGap = 300 * time.Millisecond
+
 // Config sets up one conversation.
 type Config struct {
 	Voice      string // a shared/voices id; "" is the default voice
@@ -66,7 +81,11 @@ type Config struct {
 	Transcribe bool   // send captions of what the person says
 	// Brain answers the person; nil when the session's speech comes from
 	// elsewhere (a LiveKit agent, ws_uri): then there is no greeting either.
-	Brain    Brain
+	Brain Brain
+	// Remote, instead of Brain, is a remote voice agent that does its own
+	// listening, greeting and speaking (the session's recogniser is then
+	// not loaded). The conversation closes it.
+	Remote   Remote
 	Speaker  Speaker
 	Captions Captioner
 	Log      *slog.Logger
@@ -94,6 +113,7 @@ type Conversation struct {
 	heard     time.Duration
 	speaking  bool // the avatar's last utterance may still be playing
 	avatarSeg int
+	userSeg   int // remote transcripts' segments
 }
 
 // Start loads the recogniser (about 100 MB and half a second; see
@@ -109,7 +129,7 @@ func Start(cfg Config) (*Conversation, error) {
 		cfg.Greeting = DefaultGreeting
 	}
 	c := &Conversation{cfg: cfg, log: cfg.Log, audio: make(chan micAudio, audioQueue), joined: make(chan struct{}), done: make(chan struct{})}
-	if cfg.Transcribe || cfg.Brain != nil {
+	if cfg.Remote == nil && (cfg.Transcribe || cfg.Brain != nil) {
 		rec, err := stt.New(stt.Config{})
 		if err != nil {
 			return nil, fmt.Errorf("conversation: speech recogniser: %w", err)
@@ -153,12 +173,32 @@ func (c *Conversation) run() {
 	if c.rec != nil {
 		defer c.rec.Close()
 	}
+	if c.cfg.Remote != nil {
+		defer c.cfg.Remote.Close()
+	}
 	var greet <-chan time.Time
 	joined := c.joined
+	var remote <-chan elevenlabs.Event
+	if c.cfg.Remote != nil {
+		remote = c.cfg.Remote.Events()
+	}
+	gap := time.NewTimer(time.Hour)
+	gap.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
+		case ev, ok := <-remote:
+			if !ok {
+				remote = nil
+				c.log.Warn("the remote voice agent ended the conversation")
+				continue
+			}
+			if c.fromRemote(ev) {
+				gap.Reset(remoteUtteranceGap)
+			}
+		case <-gap.C:
+			c.cfg.Speaker.End()
 		case <-joined:
 			joined = nil
 			if c.cfg.Brain != nil {
@@ -176,14 +216,20 @@ func (c *Conversation) run() {
 // hear feeds the recogniser, stops the avatar when the person starts
 // talking over it, and captions and answers what was said.
 func (c *Conversation) hear(a micAudio) {
-	if c.rec == nil {
-		return
-	}
 	if c.track == "" {
 		c.track = a.trackSID
 	}
 	if a.trackSID != c.track {
-		return // one recogniser per session: the first microphone heard
+		return // one listener per session: the first microphone heard
+	}
+	if c.cfg.Remote != nil {
+		if err := c.cfg.Remote.SendUserAudio(a.pcm); err != nil && c.dropped.Add(1) == 1 {
+			c.log.Warn("sending audio to the remote voice agent", "err", err)
+		}
+		return
+	}
+	if c.rec == nil {
+		return
 	}
 	was := c.rec.InSpeech()
 	results, err := c.rec.Write(a.pcm)
@@ -212,6 +258,34 @@ func (c *Conversation) hear(a micAudio) {
 			c.say(reply)
 		}
 	}
+}
+
+// fromRemote applies one event of the remote agent; it reports whether the
+// event was speech (which keeps the avatar's utterance open).
+func (c *Conversation) fromRemote(ev elevenlabs.Event) bool {
+	switch ev.Kind {
+	case elevenlabs.AgentAudio:
+		if _, err := c.cfg.Speaker.Push(ev.PCM, time.Now()); err != nil {
+			c.log.Warn("remote agent audio", "err", err)
+		}
+		return true
+	case elevenlabs.Interruption:
+		c.cfg.Speaker.Interrupt()
+	case elevenlabs.AgentResponse:
+		if track := c.cfg.Captions.AudioTrackSID(); track != "" {
+			c.avatarSeg++
+			c.cfg.Captions.Caption(room.Caption{TrackSID: track, SegmentID: fmt.Sprintf("avatar-%d", c.avatarSeg), Text: ev.Text, Final: true})
+		}
+	case elevenlabs.TentativeUserTranscript, elevenlabs.UserTranscript:
+		if c.cfg.Transcribe && c.track != "" {
+			final := ev.Kind == elevenlabs.UserTranscript
+			c.cfg.Captions.Caption(room.Caption{TrackSID: c.track, SegmentID: fmt.Sprintf("%s-remote-%d", c.track, c.userSeg), Text: ev.Text, Final: final})
+			if final {
+				c.userSeg++
+			}
+		}
+	}
+	return false
 }
 
 func (c *Conversation) avatarTalking() bool {

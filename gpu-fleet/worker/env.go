@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/go-logr/logr"
 	protologger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
@@ -53,6 +54,10 @@ type Settings struct {
 	// empty (ASG_NAME, ASG_LIFECYCLE_HOOK).
 	GroupName, HookName string
 	MetricsNamespace    string // METRICS_NAMESPACE, avatarsvc/renderer
+	// ElevenLabsBaseURL and ElevenLabsKeySecret configure the elevenlabs
+	// provider (ELEVENLABS_BASE_URL, ELEVENLABS_API_KEY_SECRET); see
+	// ElevenLabsAgents.
+	ElevenLabsBaseURL, ElevenLabsKeySecret string
 }
 
 // SettingsFromEnv reads Settings; unset values take the defaults.
@@ -64,7 +69,8 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	s := Settings{App: appCfg, Listen: or(getenv("WS_LISTEN"), "127.0.0.1:8765"),
 		TLSCertFile: getenv("TLS_CERT_FILE"), TLSKeyFile: getenv("TLS_KEY_FILE"),
 		GroupName: getenv("ASG_NAME"), HookName: getenv("ASG_LIFECYCLE_HOOK"),
-		MetricsNamespace: or(getenv("METRICS_NAMESPACE"), "avatarsvc/renderer"),
+		MetricsNamespace:  or(getenv("METRICS_NAMESPACE"), "avatarsvc/renderer"),
+		ElevenLabsBaseURL: getenv("ELEVENLABS_BASE_URL"), ElevenLabsKeySecret: getenv("ELEVENLABS_API_KEY_SECRET"),
 	}
 	var errs []error
 	dur := func(name string, into *time.Duration, def time.Duration) {
@@ -186,7 +192,10 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 		Audio:        audio,
 		GracePeriod:  s.GracePeriod,
 		JoinTimeout:  s.JoinTimeout,
-		Log:          log,
+		Agents:       a.Store,
+		Remote: &ElevenLabsAgents{BaseURL: s.ElevenLabsBaseURL, SecretID: s.ElevenLabsKeySecret,
+			Secrets: secretsmanager.NewFromConfig(a.AWS), Log: log},
+		Log: log,
 	}
 	cfg := s.Worker
 	cfg.Log = log

@@ -11,10 +11,12 @@ import (
 
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/voices"
 )
 
 // AvatarLoader fetches, decodes and face-checks a session's avatar
@@ -30,6 +32,16 @@ type RoomGuard interface {
 	CheckURL(ctx context.Context, raw string) error
 }
 
+// Agents reads the agent of a hosted session (*store.Store).
+type Agents interface {
+	GetAgent(ctx context.Context, userID, id string) (domain.Agent, error)
+}
+
+// RemoteAgents connects to remote voice agents (the elevenlabs provider).
+type RemoteAgents interface {
+	Dial(ctx context.Context, va domain.VoiceAgent) (conversation.Remote, error)
+}
+
 // RoomLauncher is the production Launcher: avatar, then room, then the
 // 25 fps pipeline, all through rendersession.
 type RoomLauncher struct {
@@ -42,7 +54,11 @@ type RoomLauncher struct {
 	Audio *audiows.Server
 	// GracePeriod and JoinTimeout: see room.Config (defaults there).
 	GracePeriod, JoinTimeout time.Duration
-	Log                      *slog.Logger
+	// Agents and Remote give sessions in rooms the service made (links,
+	// rooms/initiate) their conversation; see conversationFor.
+	Agents Agents
+	Remote RemoteAgents
+	Log    *slog.Logger
 }
 
 // Launch starts the renderer for sess. Failures carry their end reason.
@@ -76,6 +92,10 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 	if log == nil {
 		log = slog.Default()
 	}
+	talk, err := l.conversationFor(ctx, sess)
+	if err != nil {
+		return nil, &EndReasonError{Reason: domain.ReasonAgentUnavailable, Err: err}
+	}
 	s, err := rendersession.Start(ctx, rendersession.Config{
 		SessionID: sess.ID,
 		TokenHash: tokenHash,
@@ -83,14 +103,61 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 			URL: sess.Room.URL, Token: sess.Room.Token, ExpiresAt: sess.Expiration,
 			GracePeriod: l.GracePeriod, JoinTimeout: l.JoinTimeout,
 		},
-		Renderer: render.NewCPURenderer(prepared),
-		Audio:    l.Audio,
-		Logger:   log,
+		Renderer:     render.NewCPURenderer(prepared),
+		Audio:        l.Audio,
+		Conversation: talk,
+		Logger:       log,
 	})
 	if err != nil {
+		if talk != nil && talk.Remote != nil {
+			talk.Remote.Close()
+		}
 		return nil, &EndReasonError{Reason: domain.ReasonRoomUnreachable, Err: err}
 	}
 	return &roomStream{s: s}, nil
+}
+
+// conversationFor decides who speaks for the avatar. Sessions in the
+// caller's own room have no conversation: the caller drives them through
+// ws_uri or an in-room agent. Sessions in rooms the service made talk
+// through their agent's voice agent: local (also with no agent) greets,
+// listens and answers here; elevenlabs is bridged from here; livekit is
+// the customer's own agent, dispatched into the room, which does it all.
+func (l *RoomLauncher) conversationFor(ctx context.Context, sess domain.Session) (*conversation.Config, error) {
+	if sess.RoomName == "" {
+		return nil, nil
+	}
+	var ag domain.Agent
+	if sess.AgentID != "" && l.Agents != nil {
+		var err error
+		ag, err = l.Agents.GetAgent(ctx, sess.UserID, sess.AgentID)
+		if err != nil && !errors.Is(err, domain.ErrAgentNotFound) {
+			return nil, fmt.Errorf("read the session's agent: %w", err)
+		}
+	}
+	voice := sess.VoiceID
+	if _, ok := voices.Lookup(voice); !ok {
+		voice = voices.Default // set before voices were checked, or never set
+	}
+	cfg := &conversation.Config{Voice: voice, Greeting: ag.Greeting, Transcribe: sess.Transcription}
+	switch ag.VoiceAgent.Provider {
+	case "", domain.ProviderLocal:
+		cfg.Brain = conversation.Local{}
+	case domain.ProviderLiveKit:
+		return nil, nil
+	case domain.ProviderElevenLabs:
+		if l.Remote == nil {
+			return nil, errors.New("this renderer has no ElevenLabs bridge configured")
+		}
+		remote, err := l.Remote.Dial(ctx, ag.VoiceAgent)
+		if err != nil {
+			return nil, fmt.Errorf("connect to the ElevenLabs agent: %w", err)
+		}
+		cfg.Remote = remote
+	default:
+		return nil, fmt.Errorf("unsupported voice agent provider %q", ag.VoiceAgent.Provider)
+	}
+	return cfg, nil
 }
 
 // roomStream adapts a rendersession.Session to Stream.

@@ -17,6 +17,7 @@ import (
 
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/store"
+	"avatarsvc/shared/voices"
 )
 
 // Store is the persistence the service needs.
@@ -104,6 +105,9 @@ const moderationMessage = "Uploaded image failed moderation checks"
 func (s *Service) Upload(ctx context.Context, userID string, u Upload) (domain.Avatar, error) {
 	if strings.TrimSpace(u.Name) == "" {
 		return domain.Avatar{}, domain.Errorf(domain.Invalid, "name required")
+	}
+	if err := voices.Validate(u.VoiceID); err != nil {
+		return domain.Avatar{}, err
 	}
 	if len(u.Name) > MaxNameLength || len(u.VoiceID) > maxVoiceID {
 		return domain.Avatar{}, domain.Errorf(domain.Invalid, "name or voice_id is too long").
@@ -266,6 +270,11 @@ func (s *Service) Update(ctx context.Context, userID, ref string, c Changes) (do
 	}
 	if c.URL != nil && !strings.HasPrefix(*c.URL, "https://") && !strings.HasPrefix(*c.URL, s.baseURL+"/") {
 		return domain.Avatar{}, domain.Errorf(domain.Invalid, "url must be an https:// address")
+	}
+	if c.VoiceID != nil {
+		if err := voices.Validate(*c.VoiceID); err != nil {
+			return domain.Avatar{}, err
+		}
 	}
 	if c.VoiceID != nil && len(*c.VoiceID) > maxVoiceID {
 		return domain.Avatar{}, domain.Errorf(domain.Invalid, "voice_id is too long")

@@ -94,10 +94,10 @@ func TestAgents(t *testing.T) {
 		assertStringError(t, call(t, "POST", "/api/v1/agents/99999999/duplicate", acct.LiveKey, nil), 404, false, "Agent not found")
 	})
 	t.Run("voice follows the avatar", func(t *testing.T) {
-		call(t, "PUT", "/api/v1/avatars/"+strconv.Itoa(avatarNumber), acct.LiveKey, map[string]any{"voice_id": "voice-new"})
+		call(t, "PUT", "/api/v1/avatars/"+strconv.Itoa(avatarNumber), acct.LiveKey, map[string]any{"voice_id": "fr"})
 		for _, a := range call(t, "GET", "/v1/agents", acct.LiveKey, nil).JSON(t)["agents"].([]any) {
-			if dig(a, "avatar_id") == avatarID && dig(a, "voice_id") != "voice-new" {
-				t.Errorf("agent %v voice_id: got %v, want voice-new", dig(a, "name"), dig(a, "voice_id"))
+			if dig(a, "avatar_id") == avatarID && dig(a, "voice_id") != "fr" {
+				t.Errorf("agent %v voice_id: got %v, want fr", dig(a, "name"), dig(a, "voice_id"))
 			}
 		}
 	})

@@ -238,13 +238,13 @@ func TestAvatarUpdateDeleteList(t *testing.T) {
 
 	t.Run("update", func(t *testing.T) {
 		stack.Clock.Advance(time.Second)
-		res := call(t, "PUT", path, acct.LiveKey, map[string]any{"name": "Renamed", "voice_id": "voice-1", "is_favorite": true})
+		res := call(t, "PUT", path, acct.LiveKey, map[string]any{"name": "Renamed", "voice_id": "en-us+f3", "is_favorite": true})
 		if res.Status != 200 || res.JSON(t)["success"] != true {
 			t.Fatalf("PUT: %d %s", res.Status, res.Body)
 		}
 		list := call(t, "GET", "/v1/avatars", acct.LiveKey, nil).JSON(t)
 		a := dig(list, "avatars").([]any)[0]
-		if dig(a, "name") != "Renamed" || dig(a, "voice_id") != "voice-1" || dig(a, "is_favorite") != true || dig(a, "avatar_id") != id {
+		if dig(a, "name") != "Renamed" || dig(a, "voice_id") != "en-us+f3" || dig(a, "is_favorite") != true || dig(a, "avatar_id") != id {
 			t.Errorf("after update: got %v", a)
 		}
 		if dig(a, "updated_at") == dig(a, "created_at") {
@@ -260,6 +260,7 @@ func TestAvatarUpdateDeleteList(t *testing.T) {
 	t.Run("update refusals", func(t *testing.T) {
 		assertStringError(t, call(t, "PUT", path, acct.LiveKey, map[string]any{}), 400, false, "No fields to update")
 		assertStringError(t, call(t, "PUT", path, acct.LiveKey, ""), 400, false, "No fields to update")
+		assertStringError(t, call(t, "PUT", path, acct.LiveKey, map[string]any{"voice_id": "klingon"}), 400, false, `Unknown voice_id "klingon"`)
 		assertStringError(t, call(t, "PUT", path, other.LiveKey, map[string]any{"name": "x"}), 404, false, "Avatar not found")
 		assertStringError(t, call(t, "PUT", "/api/v1/avatars/999999999", acct.LiveKey, map[string]any{"name": "x"}), 404, false, "Avatar not found")
 		assertStringError(t, call(t, "PUT", "/api/v1/avatars/"+strings.Repeat("9", 3000), acct.LiveKey, map[string]any{"name": "x"}), 404, false, "Avatar not found")

@@ -20,7 +20,7 @@ func TestInitiateRoom(t *testing.T) {
 	acct := newAccount(t, "pro")
 	lksdk.SetLogger(protologger.LogRLogger(logr.Discard()))
 
-	res := call(t, "POST", "/v1/rooms/initiate", acct.LiveKey, map[string]any{"aspect_ratio": "4:3", "voice_id": "v1"})
+	res := call(t, "POST", "/v1/rooms/initiate", acct.LiveKey, map[string]any{"aspect_ratio": "4:3", "voice_id": "de"})
 	if res.Status != 201 {
 		t.Fatalf("initiate: %d %s", res.Status, res.Body)
 	}
@@ -71,6 +71,8 @@ func TestInitiateRoom(t *testing.T) {
 	t.Run("bad input", func(t *testing.T) {
 		assertStructuredError(t, call(t, "POST", "/v1/rooms/initiate", acct.LiveKey, map[string]any{"aspect_ratio": "2:1"}), 400, `Invalid aspect_ratio "2:1"`)
 		assertStructuredError(t, call(t, "POST", "/api/v1/rooms/initiate", acct.LiveKey, map[string]any{"avatar": "avat_missing"}), 404, "Avatar not found")
+		assertStructuredError(t, call(t, "POST", "/v1/rooms/initiate", acct.LiveKey, map[string]any{"voice_id": "klingon"}), 400, `Unknown voice_id "klingon"`)
+		assertStructuredError(t, call(t, "POST", "/v1/rooms/initiate", acct.LiveKey, map[string]any{"agent_id": "agnt_missing"}), 404, "Agent not found")
 		assertStringError(t, call(t, "POST", "/v1/rooms/initiate", "", nil), 401, false, "API key required")
 	})
 	t.Run("no room platform configured", func(t *testing.T) {
@@ -90,4 +92,24 @@ func TestInitiateRoom(t *testing.T) {
 		l := createLink(t, acct.LiveKey, map[string]any{"agent_id": agent["agent_id"]})
 		assertStructuredError(t, startViaLink(t, l["link_id"].(string)), 500, "Room platform is not configured on this server")
 	})
+}
+
+// TestListVoices: the voices a voice_id may name, the default first; each
+// one is accepted where voice_id is set.
+func TestListVoices(t *testing.T) {
+	acct := newAccount(t, "pro")
+	for _, path := range []string{"/v1/voices", "/api/v1/voices"} {
+		res := call(t, "GET", path, acct.LiveKey, nil)
+		if res.Status != 200 {
+			t.Fatalf("GET %s: %d %s", path, res.Status, res.Body)
+		}
+		m := res.JSON(t)
+		list, _ := m["voices"].([]any)
+		if len(list) < 10 || dig(list[0], "voice_id") != m["default"] {
+			t.Fatalf("GET %s: got %v, want the voices with the default first", path, m)
+		}
+	}
+	if res := call(t, "GET", "/v1/voices", "", nil); res.Status != 401 {
+		t.Errorf("without a key: got %d, want 401", res.Status)
+	}
 }

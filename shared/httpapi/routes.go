@@ -108,6 +108,9 @@ func Routes(d Deps) []Route {
 		{Name: "avatars-preview", Method: "POST", Path: "/avatars/preview", Style: structured, Class: ratelimit.Write,
 			handler: handlePreviewAvatar(d.Links)},
 
+		{Name: "voices-list", Method: "GET", Path: "/voices", Style: structured, Class: ratelimit.Read,
+			handler: handleListVoices()},
+
 		{Name: "agents-create", Method: "POST", Path: "/agents", Style: structured, Class: ratelimit.Write,
 			handler: handleCreateAgent(d.Agents)},
 		{Name: "agents-list", Method: "GET", Path: "/agents", Style: structured, Class: ratelimit.Read,

@@ -360,6 +360,7 @@ func (s *Service) Start(ctx context.Context, linkRef, aspectRatio string) (Start
 		_, err = s.sessions.StartHosted(ctx, sessions.Hosted{
 			SessionID: sessionID, OwnerID: l.UserID, KeyMode: domain.ModeLive, Avatar: s.avatars.Source(av),
 			AspectRatio: aspectRatio, RoomName: room.Name, AgentID: ag.ID, LinkID: l.ID,
+			VoiceID: av.VoiceID, Transcription: true, // the link page shows captions
 			Room: domain.Room{Platform: domain.PlatformLiveKit, URL: room.URL, Token: room.RendererToken},
 		})
 		if !errors.Is(err, store.ErrLinkChanged) || attempt >= 3 {

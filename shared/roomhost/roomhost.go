@@ -15,6 +15,7 @@ import (
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/rooms"
 	"avatarsvc/shared/sessions"
+	"avatarsvc/shared/voices"
 )
 
 // Sessions is what the service needs of shared/sessions.
@@ -122,8 +123,8 @@ func (s *Service) Initiate(ctx context.Context, userID, keyMode string, req Requ
 	if err != nil {
 		return Initiated{}, err
 	}
-	if len(req.VoiceID) > 128 {
-		return Initiated{}, domain.Errorf(domain.Invalid, "voice_id is too long")
+	if err := voices.Validate(req.VoiceID); err != nil {
+		return Initiated{}, err
 	}
 	voice := req.VoiceID
 	if voice == "" {

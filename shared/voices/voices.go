@@ -7,6 +7,8 @@
 // it and build with CGO_ENABLED=0.
 package voices
 
+import "avatarsvc/shared/domain"
+
 // Voice is one selectable voice.
 type Voice struct {
 	// ID is what clients send and what the renderer hands to espeak-ng.
@@ -77,4 +79,21 @@ func All() []Voice {
 func Lookup(id string) (Voice, bool) {
 	v, ok := byID[id]
 	return v, ok
+}
+
+// Validate answers a voice_id that is set (non-empty) but not in the
+// catalogue, where a client sets it.
+func Validate(id string) error {
+	if id == "" {
+		return nil
+	}
+	if _, ok := Lookup(id); ok {
+		return nil
+	}
+	shown := id
+	if len(shown) > 40 {
+		shown = shown[:40] + "..."
+	}
+	return domain.Errorf(domain.Invalid, "Unknown voice_id %q", shown).
+		WithSuggestion("GET /v1/voices lists the voices, e.g. " + Default)
 }
