@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"avatarsvc/gpu-fleet/testfiles"
+	"avatarsvc/gpu-fleet/audio"
+	"avatarsvc/gpu-fleet/stt"
 	"avatarsvc/gpu-fleet/worker"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/stacktest"
@@ -61,7 +62,8 @@ func TestLinkPageInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := api(t, stack, "POST", "/v1/agents", acct.LiveKey, map[string]any{"name": "Greeter", "avatar_id": "catalog/nasa/eileen-collins"})
+	const greeting = "Hello, I am the link test avatar."
+	agent := api(t, stack, "POST", "/v1/agents", acct.LiveKey, map[string]any{"name": "Greeter", "avatar_id": "catalog/nasa/eileen-collins", "custom_greeting": greeting})
 	agentID := agent["agent"].(map[string]any)["agent_id"]
 	link := api(t, stack, "POST", "/v1/links", acct.LiveKey, map[string]any{"agent_id": agentID})["link"].(map[string]any)
 	url := link["url"].(string)
@@ -80,9 +82,26 @@ func TestLinkPageInChromium(t *testing.T) {
 			Frames1      int
 			MicPublished bool
 			Shown        string
+			Talked       bool
+			AvatarLoudMs int
+			Captions     []struct {
+				Who, Text string
+				Final     bool
+			}
 		}
 		checkLink(t, ctx, root, url, "live", shot, &got)
 		t.Logf("page: %+v", got)
+		// The conversation, as the visitor saw and heard it: greeted first
+		// (audible, captioned), their words captioned, then answered.
+		if len(got.Captions) == 0 || got.Captions[0].Who != "avatar" || got.Captions[0].Text != greeting {
+			t.Errorf("first caption: got %+v, want the avatar's greeting %q", got.Captions, greeting)
+		}
+		if got.AvatarLoudMs < 500 {
+			t.Errorf("the avatar's audio carried speech for %d ms, want >= 500 (greeting and answer)", got.AvatarLoudMs)
+		}
+		if !got.Talked {
+			t.Errorf("no caption of the visitor's words followed by the avatar's answer; captions: %+v", got.Captions)
+		}
 		if n := got.Frames1 - got.Frames0; n < 25 {
 			t.Errorf("frames decoded over 3 s: got %d, want >= 25 (the avatar's video must keep coming)", n)
 		}
@@ -126,7 +145,7 @@ func TestLinkPageInChromium(t *testing.T) {
 
 func checkLink(t *testing.T, ctx context.Context, root, url, mode, shot string, out any) {
 	t.Helper()
-	args := []string{filepath.Join("web", "check-link.mjs"), url, mode, testfiles.Path(testfiles.Speech48k)}
+	args := []string{filepath.Join("web", "check-link.mjs"), url, mode, micFile(t)}
 	if shot != "" {
 		args = append(args, shot)
 	}
@@ -140,6 +159,29 @@ func checkLink(t *testing.T, ctx context.Context, root, url, mode, shot string, 
 	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
 		t.Fatalf("check-link output %q: %v", stdout.String(), err)
 	}
+}
+
+// micFile is what the fake microphone plays (Chromium loops it): silence
+// while the avatar greets, then recorded human speech (a LibriVox clip of
+// Debian's pocketsphinx-testdata), then silence for the answer.
+func micFile(t *testing.T) string {
+	t.Helper()
+	clips, err := stt.TestClips()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcm := append(make([]int16, 16000*5), clips[0].PCM...)
+	pcm = append(pcm, make([]int16, 16000*10)...)
+	path := filepath.Join(t.TempDir(), "mic.wav")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := audio.WriteWAV(f, pcm, 16000); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // startWorker runs an in-process renderer worker on the stack until the

@@ -1,8 +1,10 @@
 // check-link.mjs URL MODE WAV [SCREENSHOT]
 // Opens a link page in Debian's Chromium (playwright-core) with a fake
-// microphone that plays WAV. MODE "live": waits until the avatar's video is
-// decoding, counts frames for 3 s, takes the screenshot, clicks "End
-// conversation" and waits for the page to say it ended. MODE "refused":
+// microphone that plays WAV (Chromium loops it). MODE "live": waits until
+// the avatar's video is decoding, counts frames for 3 s, waits for the
+// conversation (the greeting heard and captioned, the visitor's words
+// captioned, the avatar's answer captioned), takes the screenshot, clicks
+// "End conversation" and waits for the page to say it ended. MODE "refused":
 // waits for the page's refusal message. Prints one JSON line of what it saw.
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -40,11 +42,23 @@ try {
     const micPublished = await page.evaluate(() => window.linkStats.mic === 'on' && !document.getElementById('controls').hidden);
     await page.waitForTimeout(3000);
     const after = await page.evaluate(() => ({ ...window.linkStats }));
+    // The conversation: greeting, the visitor's words, the avatar's answer.
+    let talked = true;
+    try {
+      await page.waitForFunction(() => {
+        const cs = window.linkStats.captions;
+        const you = cs.findIndex((c) => c.who === 'you' && c.final && c.text);
+        return you >= 0 && cs.slice(you + 1).some((c) => c.who === 'avatar' && c.text.startsWith('I heard you say'));
+      }, null, { timeout: 60000 });
+    } catch {
+      talked = false;
+    }
+    const talk = await page.evaluate(() => ({ captions: window.linkStats.captions, avatarLoudMs: window.linkStats.avatarLoudMs }));
     if (screenshot) await page.screenshot({ path: screenshot });
     await page.click('#end');
     await page.waitForFunction(() => window.linkStats.state === 'ended', null, { timeout: 15000 });
     const shown = await page.evaluate(() => document.getElementById('message')?.textContent);
-    console.log(JSON.stringify({ sessionId: after.sessionId, frames0: before, frames1: after.framesDecoded, micPublished, shown }));
+    console.log(JSON.stringify({ sessionId: after.sessionId, frames0: before, frames1: after.framesDecoded, micPublished, shown, talked, ...talk }));
   }
 } catch (e) {
   console.error('check-link:', e.message);

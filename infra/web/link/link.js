@@ -2,12 +2,17 @@
 // in the fragment). It starts a session through the link (no API key: the
 // id is the credential), joins the room with the microphone, shows the
 // avatar large with its audio, and ends the conversation by leaving the room
-// (the service then ends and bills the session). window.linkStats exposes
-// progress for browser tests.
+// (the service then ends and bills the session). Captions of both sides
+// come from the room's lk.transcription text streams. window.linkStats
+// exposes progress for browser tests.
 import { Room, RoomEvent, Track } from 'livekit-client';
 
 const $ = (id) => document.getElementById(id);
-const stats = { state: 'starting', sessionId: '', framesDecoded: 0, error: '', message: '', mic: '' };
+const stats = {
+  state: 'starting', sessionId: '', framesDecoded: 0, error: '', message: '', mic: '',
+  captions: [], // {who: 'avatar'|'you', text, final}, by segment, oldest first
+  avatarLoudMs: 0, // how long the avatar's audio has carried speech energy
+};
 window.linkStats = stats;
 
 const apiBase = document.querySelector('meta[name="api-base"]').content.replace(/\/$/, '');
@@ -52,6 +57,43 @@ async function startSession(linkId) {
   return body;
 }
 
+// Captions: LiveKit transcription text streams (topic lk.transcription).
+// Interim updates of a segment replace each other until its final one.
+const captionEls = new Map();
+function caption(who, segment, text, final) {
+  let el = captionEls.get(segment);
+  if (!el) {
+    el = Object.assign(document.createElement('p'), { className: who });
+    captionEls.set(segment, el);
+    $('captions').appendChild(el);
+    while ($('captions').children.length > 6) $('captions').firstElementChild.remove();
+    stats.captions.push({ segment, who, text, final });
+  }
+  el.textContent = `${who === 'you' ? 'You' : 'Avatar'}: ${text}`;
+  el.classList.toggle('interim', !final);
+  const entry = stats.captions.find((c) => c.segment === segment);
+  Object.assign(entry, { text, final });
+  $('captions').hidden = false;
+}
+
+// meter measures the avatar's audio as it arrives (for the page's speaking
+// indicator and for browser tests), whether or not playback is allowed yet.
+function meter(track) {
+  const ctx = new AudioContext();
+  const analyser = ctx.createAnalyser();
+  analyser.fftSize = 1024;
+  ctx.createMediaStreamSource(new MediaStream([track.mediaStreamTrack])).connect(analyser);
+  const buf = new Float32Array(analyser.fftSize);
+  setInterval(() => {
+    analyser.getFloatTimeDomainData(buf);
+    let sum = 0;
+    for (const v of buf) sum += v * v;
+    const loud = Math.sqrt(sum / buf.length) > 0.02;
+    if (loud) stats.avatarLoudMs += 50;
+    $('stage').classList.toggle('speaking', loud);
+  }, 50);
+}
+
 function countFrames(video) {
   const onFrame = (_now, meta) => {
     stats.framesDecoded = meta.presentedFrames ?? stats.framesDecoded + 1;
@@ -90,6 +132,7 @@ async function main() {
     } else {
       el.hidden = true;
       document.body.appendChild(el);
+      meter(track);
     }
     $('audio').hidden = room.canPlaybackAudio;
   });
@@ -110,6 +153,13 @@ async function main() {
     await room.disconnect();
     finish('Thanks for talking. The conversation has ended.');
   };
+
+  room.registerTextStreamHandler('lk.transcription', async (reader) => {
+    const text = await reader.readAll();
+    const a = reader.info.attributes ?? {};
+    const mine = [...room.localParticipant.trackPublications.values()].some((p) => p.trackSid === a['lk.transcribed_track_id']);
+    caption(mine ? 'you' : 'avatar', a['lk.segment_id'] || reader.info.id, text, a['lk.transcription_final'] === 'true');
+  });
 
   await room.connect(started.rtc_url, started.participant_token);
   try {
