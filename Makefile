@@ -34,6 +34,7 @@ bench: setup
 	$(GO) run ./scripts/apibench
 	$(GO) run ./scripts/startbench -n 30
 	$(GO) run ./gpu-fleet/cmd/lipsync-bench -n 30
+	$(GO) run ./gpu-fleet/cmd/talk-bench -rounds 2
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./gpu-fleet/...
 	$(GO) run ./gpu-fleet/cmd/stream-bench -room -streams 1,8,10,12 -aspect 1:1
 	$(GO) run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3

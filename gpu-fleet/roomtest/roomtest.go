@@ -77,6 +77,7 @@ type Viewer struct {
 	audioPkts   int
 	loudPkts    int
 	decodeFails int
+	loudAt      []time.Time // arrival of each audio packet with speech energy
 	width       int
 	height      int
 }
@@ -170,6 +171,7 @@ func (v *Viewer) readAudio(track *webrtc.TrackRemote) {
 		v.audioPkts++
 		if err == nil && peak > 2000 {
 			v.loudPkts++
+			v.loudAt = append(v.loudAt, time.Now())
 		}
 		v.mu.Unlock()
 	}
@@ -185,6 +187,19 @@ func (v *Viewer) FramesBetween(from, to time.Time) []Frame {
 		}
 	}
 	return out
+}
+
+// FirstLoudAfter is when the first audio packet with speech energy arrived
+// after t (zero if none yet).
+func (v *Viewer) FirstLoudAfter(t time.Time) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, at := range v.loudAt {
+		if at.After(t) {
+			return at
+		}
+	}
+	return time.Time{}
 }
 
 func (v *Viewer) Counts() (frames, audioPkts, loudPkts int) {
