@@ -294,12 +294,15 @@ The avatar service is running (Ctrl-C drains the worker and stops everything).
   viewer page  http://%[8]s/viewer/       link page  http://%[8]s/link/
   settings     .local/dev.json     logs: %[6]s
 
-A link anyone can open to talk to an avatar (in another terminal):
+A link anyone can open to talk to an avatar (in another terminal). The avatar greets you in
+its voice, captions what you say and answers it (the offline demo voice agent, provider local):
   export KEY=%[2]s
   AGENT=$(curl -s -X POST %[1]s/v1/agents -H "x-api-key: $KEY" -H 'Content-Type: application/json' \
-    -d '{"name":"Greeter","avatar_id":"catalog/nasa/eileen-collins"}' | jq -r .agent.agent_id)
+    -d '{"name":"Greeter","avatar_id":"catalog/nasa/eileen-collins","custom_greeting":"Hello! Say something."}' \
+    | jq -r .agent.agent_id)
   curl -s -X POST %[1]s/v1/links -H "x-api-key: $KEY" -H 'Content-Type: application/json' \
     -d "{\"agent_id\":\"$AGENT\",\"name\":\"Demo\"}" | jq -r .link.url     # open it in a browser
+  curl -s %[1]s/v1/voices -H "x-api-key: $KEY" | jq -r '.voices[].voice_id'     # voices for voice_id
 
 From zero to a talking avatar (in another terminal):
   export KEY=%[2]s
