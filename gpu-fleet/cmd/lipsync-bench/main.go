@@ -25,10 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,9 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/render"
-	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/testfiles"
@@ -70,46 +65,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logDir, err := os.MkdirTemp("", "lipsync-bench-")
+	rig, err := roomtest.StartRig(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(logDir)
-	lk, err := localstack.StartLiveKit(ctx, localstack.Options{LogDir: logDir})
-	if err != nil {
-		return err
-	}
-	defer lk.Stop()
-
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	audioSrv := audiows.NewServer(log, audiows.Limits{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: audioSrv, ReadHeaderTimeout: 5 * time.Second}
-	go hs.Serve(ln)
-	defer hs.Close()
-
+	defer rig.Close()
 	av := roomtest.Face(roomtest.PanicT{}, render.Square)
-	token, err := room.Token(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Hour)
-	if err != nil {
-		return err
-	}
-	sess, err := rendersession.Start(ctx, rendersession.Config{
-		SessionID: sessionID, TokenHash: audiows.HashToken("tok"),
-		Room:     room.Config{URL: lk.URL, Token: token},
-		Renderer: render.NewCPURenderer(av), Audio: audioSrv, Logger: log,
-	})
+	sess, err := rig.Session(ctx, sessionID, roomName, av, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { sess.Stop(); sess.Wait() }()
-	viewerTok, err := room.Token(lk.APIKey, lk.APISecret, roomName, "viewer", time.Hour)
-	if err != nil {
-		return err
-	}
-	viewer := roomtest.JoinViewer(roomtest.PanicT{}, lk.URL, viewerTok, av)
+	viewer := rig.Viewer(roomtest.PanicT{}, roomName, "viewer", av)
 	defer viewer.Room.Disconnect()
 	roomtest.WaitFor(roomtest.PanicT{}, "the avatar's video", func() bool { n, _, _ := viewer.Counts(); return n > 25 })
 
@@ -118,7 +85,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	seg := pcm[onset : onset+int(segment.Seconds()*16000)]
 
 	// ws_uri: the whole segment goes out at once, as a TTS client would.
-	ws := roomtest.DialWS(roomtest.PanicT{}, "ws://"+ln.Addr().String()+"/ws/"+sessionID, sessionID, "tok")
+	ws := roomtest.DialWS(roomtest.PanicT{}, rig.WSBase+"/ws/"+sessionID, sessionID, "tok")
 	var wsSends []time.Time
 	for range *n {
 		wsSends = append(wsSends, time.Now())
@@ -131,7 +98,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(os.Stderr, "lipsync-bench: ws_uri path done (%d segments)\n", *n)
 
-	agentSends, err := runAgent(ctx, root, lk, *n, onset)
+	agentSends, err := runAgent(ctx, root, rig.LiveKit, *n, onset)
 	if err != nil {
 		return err
 	}

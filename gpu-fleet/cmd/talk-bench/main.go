@@ -5,15 +5,17 @@
 //     through the room (a participant's microphone -> Opus -> LiveKit ->
 //     the renderer's decoder -> pocketsphinx), beside the same clips fed
 //     straight to the recogniser;
+//
 //   - reply latency: the person's last voiced sample -> the first audio
 //     packet of the avatar's answer with speech energy at a subscriber
 //     (p50 / p99). It includes pocketsphinx's end-of-utterance wait
 //     (0.5 s of silence), synthesis, the 25 fps tick, Opus and the SFU;
+//
 //   - CPU: the process's CPU while the clips play, with the conversation on
 //     and, in a second identical room, off; the difference is what
 //     listening and answering cost on top of rendering.
 //
-//	go run ./gpu-fleet/cmd/talk-bench -rounds 2
+//     go run ./gpu-fleet/cmd/talk-bench -rounds 2
 package main
 
 import (
@@ -21,24 +23,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"syscall"
 	"time"
 
-	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/render"
-	"avatarsvc/gpu-fleet/rendersession"
-	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/stt"
 	"avatarsvc/scripts/benchtable"
-	"avatarsvc/scripts/localstack"
 )
 
 func main() {
@@ -67,31 +62,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	logDir, err := os.MkdirTemp("", "talk-bench-")
+	rig, err := roomtest.StartRig(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(logDir)
-	lk, err := localstack.StartLiveKit(ctx, localstack.Options{LogDir: logDir})
-	if err != nil {
-		return err
-	}
-	defer lk.Stop()
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	audioSrv := audiows.NewServer(log, audiows.Limits{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: audioSrv, ReadHeaderTimeout: 5 * time.Second}
-	go hs.Serve(ln)
-	defer hs.Close()
+	defer rig.Close()
 
-	talking, err := playThrough(ctx, lk, audioSrv, log, "talk-on", clips, *rounds, true)
+	talking, err := playThrough(ctx, rig, "talk-on", clips, *rounds, true)
 	if err != nil {
 		return err
 	}
-	silent, err := playThrough(ctx, lk, audioSrv, log, "talk-off", clips, *rounds, false)
+	silent, err := playThrough(ctx, rig, "talk-off", clips, *rounds, false)
 	if err != nil {
 		return err
 	}
@@ -153,28 +134,16 @@ type roomResult struct {
 
 // playThrough runs one session in roomName, plays the clips as a person's
 // microphone and measures.
-func playThrough(ctx context.Context, lk *localstack.LiveKit, audioSrv *audiows.Server, log *slog.Logger, roomName string, clips []stt.Clip, rounds int, talk bool) (roomResult, error) {
+func playThrough(ctx context.Context, rig *roomtest.Rig, roomName string, clips []stt.Clip, rounds int, talk bool) (roomResult, error) {
 	av := roomtest.Face(roomtest.PanicT{}, render.Square)
-	viewerTok, err := room.Token(lk.APIKey, lk.APISecret, roomName, "person", time.Hour)
-	if err != nil {
-		return roomResult{}, err
-	}
-	viewer := roomtest.JoinViewer(roomtest.PanicT{}, lk.URL, viewerTok, av)
+	viewer := rig.Viewer(roomtest.PanicT{}, roomName, "person", av)
 	defer viewer.Room.Disconnect()
 	captions := viewer.ListenCaptions()
-	token, err := room.Token(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Hour)
-	if err != nil {
-		return roomResult{}, err
-	}
 	var conv *conversation.Config
 	if talk {
 		conv = &conversation.Config{Transcribe: true, Brain: conversation.Local{}, Greeting: "Hello."}
 	}
-	sess, err := rendersession.Start(ctx, rendersession.Config{
-		SessionID: "sess_" + roomName, TokenHash: audiows.HashToken("tok"),
-		Room: room.Config{URL: lk.URL, Token: token}, Renderer: render.NewCPURenderer(av),
-		Audio: audioSrv, Logger: log, Conversation: conv,
-	})
+	sess, err := rig.Session(ctx, "sess_"+roomName, roomName, av, conv)
 	if err != nil {
 		return roomResult{}, err
 	}
