@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"avatarsvc/gpu-fleet/cmd/internal/rig"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
@@ -65,18 +66,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rig, err := roomtest.StartRig(ctx)
+	lab, err := rig.Start(ctx)
 	if err != nil {
 		return err
 	}
-	defer rig.Close()
+	defer lab.Close()
 	av := roomtest.Face(roomtest.PanicT{}, render.Square)
-	sess, err := rig.Session(ctx, sessionID, roomName, av, nil)
+	sess, err := lab.Session(ctx, sessionID, roomName, av, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { sess.Stop(); sess.Wait() }()
-	viewer := rig.Viewer(roomtest.PanicT{}, roomName, "viewer", av)
+	viewer := lab.Viewer(roomtest.PanicT{}, roomName, "viewer", av)
 	defer viewer.Room.Disconnect()
 	roomtest.WaitFor(roomtest.PanicT{}, "the avatar's video", func() bool { n, _, _ := viewer.Counts(); return n > 25 })
 
@@ -85,7 +86,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	seg := pcm[onset : onset+int(segment.Seconds()*16000)]
 
 	// ws_uri: the whole segment goes out at once, as a TTS client would.
-	ws := roomtest.DialWS(roomtest.PanicT{}, rig.WSBase+"/ws/"+sessionID, sessionID, "tok")
+	ws := roomtest.DialWS(roomtest.PanicT{}, lab.WSBase+"/ws/"+sessionID, sessionID, "tok")
 	var wsSends []time.Time
 	for range *n {
 		wsSends = append(wsSends, time.Now())
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(os.Stderr, "lipsync-bench: ws_uri path done (%d segments)\n", *n)
 
-	agentSends, err := runAgent(ctx, root, rig.LiveKit, *n, onset)
+	agentSends, err := runAgent(ctx, root, lab.LiveKit, *n, onset)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"avatarsvc/gpu-fleet/cmd/internal/rig"
 	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/roomtest"
@@ -62,17 +63,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	rig, err := roomtest.StartRig(ctx)
+	lab, err := rig.Start(ctx)
 	if err != nil {
 		return err
 	}
-	defer rig.Close()
+	defer lab.Close()
 
-	talking, err := playThrough(ctx, rig, "talk-on", clips, *rounds, true)
+	talking, err := playThrough(ctx, lab, "talk-on", clips, *rounds, true)
 	if err != nil {
 		return err
 	}
-	silent, err := playThrough(ctx, rig, "talk-off", clips, *rounds, false)
+	silent, err := playThrough(ctx, lab, "talk-off", clips, *rounds, false)
 	if err != nil {
 		return err
 	}
@@ -134,16 +135,16 @@ type roomResult struct {
 
 // playThrough runs one session in roomName, plays the clips as a person's
 // microphone and measures.
-func playThrough(ctx context.Context, rig *roomtest.Rig, roomName string, clips []stt.Clip, rounds int, talk bool) (roomResult, error) {
+func playThrough(ctx context.Context, lab *rig.Rig, roomName string, clips []stt.Clip, rounds int, talk bool) (roomResult, error) {
 	av := roomtest.Face(roomtest.PanicT{}, render.Square)
-	viewer := rig.Viewer(roomtest.PanicT{}, roomName, "person", av)
+	viewer := lab.Viewer(roomtest.PanicT{}, roomName, "person", av)
 	defer viewer.Room.Disconnect()
 	captions := viewer.ListenCaptions()
 	var conv *conversation.Config
 	if talk {
 		conv = &conversation.Config{Transcribe: true, Brain: conversation.Local{}, Greeting: "Hello."}
 	}
-	sess, err := rig.Session(ctx, "sess_"+roomName, roomName, av, conv)
+	sess, err := lab.Session(ctx, "sess_"+roomName, roomName, av, conv)
 	if err != nil {
 		return roomResult{}, err
 	}

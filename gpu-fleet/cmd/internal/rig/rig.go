@@ -1,4 +1,5 @@
-package roomtest
+// Package rig is what the benchmark commands run renderer sessions on.
+package rig
 
 import (
 	"context"
@@ -15,11 +16,11 @@ import (
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
+	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/scripts/localstack"
 )
 
-// Rig is what the benchmark commands run renderer sessions on: a local
-// livekit-server and one ws_uri listener, as a worker has.
+// Rig is a local livekit-server and one ws_uri listener, as a worker has.
 type Rig struct {
 	LiveKit *localstack.LiveKit
 	Audio   *audiows.Server
@@ -30,8 +31,8 @@ type Rig struct {
 	stops  []func()
 }
 
-// StartRig starts livekit-server and the ws_uri listener.
-func StartRig(ctx context.Context) (*Rig, error) {
+// Start starts livekit-server and the ws_uri listener.
+func Start(ctx context.Context) (*Rig, error) {
 	r := &Rig{log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	logDir, err := os.MkdirTemp("", "roomtest-rig-")
 	if err != nil {
@@ -56,7 +57,7 @@ func StartRig(ctx context.Context) (*Rig, error) {
 	return r, nil
 }
 
-// Close stops what StartRig started, newest first.
+// Close stops what Start started, newest first.
 func (r *Rig) Close() {
 	for i := len(r.stops) - 1; i >= 0; i-- {
 		r.stops[i]()
@@ -81,11 +82,11 @@ func (r *Rig) Session(ctx context.Context, id, roomName string, av *avatar.Prepa
 
 // Viewer joins roomName as identity, a viewer of av that has seen the
 // avatar's video start.
-func (r *Rig) Viewer(t T, roomName, identity string, av *avatar.Prepared) *Viewer {
+func (r *Rig) Viewer(t roomtest.T, roomName, identity string, av *avatar.Prepared) *roomtest.Viewer {
 	t.Helper()
 	token, err := room.Token(r.LiveKit.APIKey, r.LiveKit.APISecret, roomName, identity, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return JoinViewer(t, r.LiveKit.URL, token, av)
+	return roomtest.JoinViewer(t, r.LiveKit.URL, token, av)
 }
