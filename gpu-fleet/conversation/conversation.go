@@ -37,6 +37,9 @@ const (
 	// audioQueue bounds microphone audio waiting for the recogniser (20 ms
 	// packets: 10 s).
 	audioQueue = 500
+	// agentGrace is how long a dispatched LiveKit agent may take to join
+	// once the person is in the room before it is dispatched again.
+	agentGrace = 10 * time.Second
 )
 
 // Speaker is the session's playout buffer (*playout.Buffer).
@@ -85,10 +88,17 @@ type Config struct {
 	// Remote, instead of Brain, is a remote voice agent that does its own
 	// listening, greeting and speaking (the session's recogniser is then
 	// not loaded). The conversation closes it.
-	Remote   Remote
-	Speaker  Speaker
-	Captions Captioner
-	Log      *slog.Logger
+	Remote Remote
+	// Redispatch, for the livekit provider, sends the customer's agent into
+	// the room again when none has joined agentGrace after the person did.
+	// LiveKit's CreateDispatch can succeed and still launch no job (its
+	// cache of registered agent names refreshes asynchronously: a dispatch
+	// made during a refresh is dropped with "no worker is available").
+	Redispatch func(ctx context.Context) error
+	AgentGrace time.Duration // agentGrace when zero
+	Speaker    Speaker
+	Captions   Captioner
+	Log        *slog.Logger
 }
 
 type micAudio struct {
@@ -103,11 +113,13 @@ type Conversation struct {
 	rec    *stt.Recognizer
 	audio  chan micAudio
 	joined chan struct{}
+	agent  chan struct{} // closed when a voice agent is in the room
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	joinOnce  sync.Once
+	agentOnce sync.Once
 	dropped   atomic.Int64
 	track     string // the microphone being transcribed (the first one heard)
 	heard     time.Duration
@@ -128,7 +140,10 @@ func Start(cfg Config) (*Conversation, error) {
 	if cfg.Greeting == "" {
 		cfg.Greeting = DefaultGreeting
 	}
-	c := &Conversation{cfg: cfg, log: cfg.Log, audio: make(chan micAudio, audioQueue), joined: make(chan struct{}), done: make(chan struct{})}
+	if cfg.AgentGrace <= 0 {
+		cfg.AgentGrace = agentGrace
+	}
+	c := &Conversation{cfg: cfg, log: cfg.Log, audio: make(chan micAudio, audioQueue), joined: make(chan struct{}), agent: make(chan struct{}), done: make(chan struct{})}
 	if cfg.Remote == nil && (cfg.Transcribe || cfg.Brain != nil) {
 		rec, err := stt.New(stt.Config{})
 		if err != nil {
@@ -155,6 +170,20 @@ func (c *Conversation) UserJoined(identity string) {
 	})
 }
 
+// HearsAudio implements room.Listener: the person's microphone is needed
+// to transcribe, to answer, or to pass on to a remote agent.
+func (c *Conversation) HearsAudio() bool {
+	return c.rec != nil || c.cfg.Remote != nil
+}
+
+// AgentJoined implements room.Listener.
+func (c *Conversation) AgentJoined(identity string) {
+	c.agentOnce.Do(func() {
+		c.log.Info("voice agent joined", "identity", identity)
+		close(c.agent)
+	})
+}
+
 // UserAudio implements room.Listener. It never blocks the track's reader:
 // audio beyond the queue is dropped (and counted), which happens only when
 // the box cannot keep up with recognition.
@@ -176,7 +205,7 @@ func (c *Conversation) run() {
 	if c.cfg.Remote != nil {
 		defer c.cfg.Remote.Close()
 	}
-	var greet <-chan time.Time
+	var greet, agentLate <-chan time.Time
 	joined := c.joined
 	var remote <-chan elevenlabs.Event
 	if c.cfg.Remote != nil {
@@ -204,6 +233,18 @@ func (c *Conversation) run() {
 			if c.cfg.Brain != nil {
 				greet = time.After(greetDelay)
 			}
+			if c.cfg.Redispatch != nil {
+				agentLate = time.After(c.cfg.AgentGrace)
+			}
+		case <-agentLate:
+			agentLate = nil
+			select {
+			case <-c.agent:
+				continue
+			default:
+			}
+			err := c.cfg.Redispatch(c.ctx)
+			c.log.Warn("the voice agent did not join: dispatched it again", "after", c.cfg.AgentGrace, "err", err)
 		case <-greet:
 			greet = nil
 			c.say(c.cfg.Greeting)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,6 +129,41 @@ func TestLocalReply(t *testing.T) {
 			got, err := Local{}.Reply(context.Background(), tt.heard)
 			if err != nil || got != tt.want {
 				t.Fatalf("Reply(%q): got %q, %v; want %q", tt.heard, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRedispatch: a LiveKit agent that has not joined a while after the
+// person did is dispatched again, once; one that joined is left alone.
+func TestRedispatch(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		agentJoins bool
+		wantCalls  int32
+	}{
+		{"agent never came", false, 1},
+		{"agent came", true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			var calls atomic.Int32
+			c, err := Start(Config{Speaker: rec, Captions: rec, AgentGrace: 50 * time.Millisecond,
+				Redispatch: func(context.Context) error { calls.Add(1); return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if c.HearsAudio() {
+				t.Error("HearsAudio: got true, want false (the customer's agent listens)")
+			}
+			if tt.agentJoins {
+				c.AgentJoined("agent-AJ_1")
+			}
+			c.UserJoined("guest")
+			time.Sleep(300 * time.Millisecond) // six times the grace: a second call would show
+			if got := calls.Load(); got != tt.wantCalls {
+				t.Fatalf("Redispatch calls: got %d, want %d", got, tt.wantCalls)
 			}
 		})
 	}

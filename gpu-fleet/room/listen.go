@@ -18,6 +18,11 @@ import (
 // transcription and for the avatar's own voice agent.
 type Listener interface {
 	UserJoined(identity string)
+	// AgentJoined: a voice agent (a participant of kind agent other than
+	// the avatar) is in the room.
+	AgentJoined(identity string)
+	// HearsAudio: whether to subscribe to the people's microphones at all.
+	HearsAudio() bool
 	// UserAudio gets 20 ms of decoded audio from one microphone track. It
 	// is called from that track's reader goroutine: do not block it.
 	UserAudio(identity, trackSID string, pcm []int16)
@@ -52,10 +57,16 @@ func isUser(p *lksdk.RemoteParticipant) bool {
 // listen wires cb so that the people's microphones reach l.
 func (r *Room) listen(cb *lksdk.RoomCallback, l Listener) {
 	cb.OnParticipantConnected = chain(cb.OnParticipantConnected, func(p *lksdk.RemoteParticipant) {
-		if isUser(p) {
+		switch {
+		case isUser(p):
 			l.UserJoined(p.Identity())
+		case isAgent(p):
+			l.AgentJoined(p.Identity())
 		}
 	})
+	if !l.HearsAudio() {
+		return
+	}
 	cb.OnTrackPublished = func(pub *lksdk.RemoteTrackPublication, p *lksdk.RemoteParticipant) {
 		r.subscribeMic(pub, p)
 	}
@@ -67,13 +78,24 @@ func (r *Room) listen(cb *lksdk.RoomCallback, l Listener) {
 	}
 }
 
-// listenToPresent covers the people who were in the room before we joined.
+// isAgent tells voice agents from people and from the avatar itself.
+func isAgent(p *lksdk.RemoteParticipant) bool {
+	return p.Identity() != AgentIdentity && p.Kind() == lksdk.ParticipantAgent
+}
+
+// listenToPresent covers whoever was in the room before we joined.
 func (r *Room) listenToPresent(l Listener) {
 	for _, p := range r.lk.GetRemoteParticipants() {
+		if isAgent(p) {
+			l.AgentJoined(p.Identity())
+		}
 		if !isUser(p) {
 			continue
 		}
 		l.UserJoined(p.Identity())
+		if !l.HearsAudio() {
+			continue
+		}
 		for _, pub := range p.TrackPublications() {
 			if rp, ok := pub.(*lksdk.RemoteTrackPublication); ok {
 				r.subscribeMic(rp, p)

@@ -110,7 +110,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // awaitAgentResult waits for the agent worker's report on roomName.
-func awaitAgentResult(t *testing.T, results, roomName string) agentResult {
+func awaitAgentResult(t *testing.T, results, roomName, sessionID, key string) agentResult {
 	t.Helper()
 	deadline := time.Now().Add(liveness)
 	for time.Now().Before(deadline) {
@@ -123,7 +123,9 @@ func awaitAgentResult(t *testing.T, results, roomName string) agentResult {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("no report from the dispatched agent on room %s within %v", roomName, liveness)
+	dispatches, err := stack.App.Rooms.Dispatches(context.Background(), roomName)
+	t.Fatalf("no report from the dispatched agent on room %s within %v; session %v; dispatches %+v (%v)",
+		roomName, liveness, (session{id: sessionID, key: key}).get(t), dispatches, err)
 	return agentResult{}
 }
 
@@ -191,7 +193,7 @@ func TestDispatchedAgentDrivesTheAvatar(t *testing.T) {
 		sessionID := started["session_id"].(string)
 		v := roomtest.JoinViewer(t, started["rtc_url"].(string), started["participant_token"].(string), preparedFace(t))
 		defer v.Room.Disconnect()
-		r := awaitAgentResult(t, results, "avatar-link-"+sessionID)
+		r := awaitAgentResult(t, results, "avatar-link-"+sessionID, sessionID, acct.LiveKey)
 		if r.Metadata.CustomGreeting != "Welcome!" || r.Metadata.AgentID != agentID {
 			t.Errorf("job metadata: got %+v, want the agent's id and greeting", r.Metadata)
 		}
@@ -209,7 +211,7 @@ func TestDispatchedAgentDrivesTheAvatar(t *testing.T) {
 		// agent in.
 		began := time.Now()
 		v := roomtest.JoinViewer(t, rm["url"].(string), rm["token"].(string), preparedFace(t))
-		r := awaitAgentResult(t, results, rm["name"].(string))
+		r := awaitAgentResult(t, results, rm["name"].(string), sessionID, acct.LiveKey)
 		checkAgentDrove(t, r, sessionID, v, began)
 		v.Room.Disconnect()
 		s := session{id: sessionID, key: acct.LiveKey}

@@ -42,6 +42,12 @@ type RemoteAgents interface {
 	Dial(ctx context.Context, va domain.VoiceAgent) (conversation.Remote, error)
 }
 
+// AgentDispatcher sends a session's LiveKit agent into its room
+// (*rooms.LiveKit).
+type AgentDispatcher interface {
+	DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error
+}
+
 // RoomLauncher is the production Launcher: avatar, then room, then the
 // 25 fps pipeline, all through rendersession.
 type RoomLauncher struct {
@@ -58,7 +64,10 @@ type RoomLauncher struct {
 	// rooms/initiate) their conversation; see conversationFor.
 	Agents Agents
 	Remote RemoteAgents
-	Log    *slog.Logger
+	// Dispatcher re-dispatches a LiveKit agent that did not join; nil when
+	// this renderer has no LiveKit API credentials.
+	Dispatcher AgentDispatcher
+	Log        *slog.Logger
 }
 
 // Launch starts the renderer for sess. Failures carry their end reason.
@@ -144,7 +153,13 @@ func (l *RoomLauncher) conversationFor(ctx context.Context, sess domain.Session)
 	case "", domain.ProviderLocal:
 		cfg.Brain = conversation.Local{}
 	case domain.ProviderLiveKit:
-		return nil, nil
+		// The customer's agent listens and speaks; we only make sure it came.
+		if l.Dispatcher == nil {
+			return nil, nil
+		}
+		return &conversation.Config{Redispatch: func(ctx context.Context) error {
+			return l.Dispatcher.DispatchAgent(ctx, sess.RoomName, sess.ID, ag)
+		}}, nil
 	case domain.ProviderElevenLabs:
 		if l.Remote == nil {
 			return nil, errors.New("this renderer has no ElevenLabs bridge configured")
