@@ -40,6 +40,8 @@ const (
 	// agentGrace is how long a dispatched LiveKit agent may take to join
 	// once the person is in the room before it is dispatched again.
 	agentGrace = 10 * time.Second
+	// maxRedispatch bounds the dispatches after the first one.
+	maxRedispatch = 3
 )
 
 // Speaker is the session's playout buffer (*playout.Buffer).
@@ -90,7 +92,8 @@ type Config struct {
 	// not loaded). The conversation closes it.
 	Remote Remote
 	// Redispatch, for the livekit provider, sends the customer's agent into
-	// the room again when none has joined agentGrace after the person did.
+	// the room again when none has joined AgentGrace after the person did
+	// (up to maxRedispatch times, AgentGrace apart).
 	// LiveKit's CreateDispatch can succeed and still launch no job (its
 	// cache of registered agent names refreshes asynchronously: a dispatch
 	// made during a refresh is dropped with "no worker is available").
@@ -206,6 +209,7 @@ func (c *Conversation) run() {
 		defer c.cfg.Remote.Close()
 	}
 	var greet, agentLate <-chan time.Time
+	redispatched := 0
 	joined := c.joined
 	var remote <-chan elevenlabs.Event
 	if c.cfg.Remote != nil {
@@ -243,8 +247,12 @@ func (c *Conversation) run() {
 				continue
 			default:
 			}
+			redispatched++
 			err := c.cfg.Redispatch(c.ctx)
-			c.log.Warn("the voice agent did not join: dispatched it again", "after", c.cfg.AgentGrace, "err", err)
+			c.log.Warn("the voice agent did not join: dispatched it again", "after", c.cfg.AgentGrace, "attempt", redispatched, "err", err)
+			if redispatched < maxRedispatch {
+				agentLate = time.After(c.cfg.AgentGrace)
+			}
 		case <-greet:
 			greet = nil
 			c.say(c.cfg.Greeting)

@@ -112,7 +112,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // awaitAgentResult waits for the agent worker's report on roomName.
 func awaitAgentResult(t *testing.T, results, roomName, sessionID, key string) agentResult {
 	t.Helper()
-	deadline := time.Now().Add(liveness)
+	// The service dispatches again every 10 s while no agent has joined.
+	deadline := time.Now().Add(2 * liveness)
 	for time.Now().Before(deadline) {
 		raw, _ := os.ReadFile(results)
 		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
@@ -125,7 +126,7 @@ func awaitAgentResult(t *testing.T, results, roomName, sessionID, key string) ag
 	}
 	dispatches, err := stack.App.Rooms.Dispatches(context.Background(), roomName)
 	t.Fatalf("no report from the dispatched agent on room %s within %v; session %v; dispatches %+v (%v)",
-		roomName, liveness, (session{id: sessionID, key: key}).get(t), dispatches, err)
+		roomName, 2*liveness, (session{id: sessionID, key: key}).get(t), dispatches, err)
 	return agentResult{}
 }
 

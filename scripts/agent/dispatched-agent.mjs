@@ -38,9 +38,12 @@ export default defineAgent({
     } catch (err) {
       report({ error: String(err?.stack || err) });
     }
+    ctx.shutdown('spoke'); // done: the worker is free for the next job at once
   },
 });
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url), agentName: process.env.AGENT_NAME }));
+  // One job process kept warm, so a job starts without spawning one (on a
+  // loaded box a cold spawn can outlast LiveKit's assignment timeout).
+  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url), agentName: process.env.AGENT_NAME, numIdleProcesses: 1 }));
 }

@@ -156,8 +156,8 @@ func sessionOfRoom(name string) (string, bool) {
 	return "", false
 }
 
-// HandleEvent applies a verified LiveKit webhook: a client (not the
-// renderer) joining a room made by Initiate starts its session; the client
+// HandleEvent applies a verified LiveKit webhook: a person (not the
+// renderer, not a voice agent) joining a room made by Initiate starts its session; the client
 // leaving, or the room finishing, ends it (faster than the renderer's own
 // presence check, through the same end path).
 func (s *Service) HandleEvent(ctx context.Context, ev rooms.Event) error {
@@ -168,13 +168,9 @@ func (s *Service) HandleEvent(ctx context.Context, ev rooms.Event) error {
 	if !ok {
 		return nil
 	}
-	identity := ""
-	if ev.Participant != nil {
-		identity = ev.Participant.Identity
-	}
 	switch ev.Event {
 	case "participant_joined":
-		if identity == rooms.AvatarIdentity || !strings.HasPrefix(ev.Room.Name, RoomPrefix) {
+		if !ev.IsPerson() || !strings.HasPrefix(ev.Room.Name, RoomPrefix) {
 			return nil
 		}
 		sess, err := s.sessions.GetByID(ctx, id)
@@ -190,8 +186,9 @@ func (s *Service) HandleEvent(ctx context.Context, ev rooms.Event) error {
 	case "participant_left":
 		// The visitor left (the link page's end button, or closing the tab):
 		// the conversation is over. The renderer leaving is the session
-		// ending already.
-		if identity == rooms.AvatarIdentity {
+		// ending already; a voice agent leaving is not the visitor's wish
+		// (the renderer dispatches a missing LiveKit agent again).
+		if !ev.IsPerson() {
 			return nil
 		}
 		return s.finish(ctx, id, domain.ReasonParticipantsLeft)

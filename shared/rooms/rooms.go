@@ -207,7 +207,17 @@ type Event struct {
 	} `json:"room"`
 	Participant *struct {
 		Identity string `json:"identity"`
+		// Kind is the participant kind's protobuf name ("AGENT" for voice
+		// agents); absent for standard participants (the zero value).
+		Kind string `json:"kind"`
 	} `json:"participant"`
+}
+
+// IsPerson reports whether the event's participant is a person: not our
+// avatar renderer and not a voice agent.
+func (e Event) IsPerson() bool {
+	p := e.Participant
+	return p != nil && p.Identity != AvatarIdentity && p.Kind != "AGENT" && p.Kind != "EGRESS" && p.Kind != "INGRESS"
 }
 
 // ErrBadSignature answers a webhook that LiveKit did not sign.
