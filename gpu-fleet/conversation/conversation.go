@@ -129,6 +129,9 @@ type Conversation struct {
 	speaking  bool // the avatar's last utterance may still be playing
 	avatarSeg int
 	userSeg   int // remote transcripts' segments
+	// what the avatar is saying: its text and the samples synthesised
+	sayingText    string
+	sayingSamples int
 }
 
 // Start loads the recogniser (about 100 MB and half a second; see
@@ -291,6 +294,7 @@ func (c *Conversation) hear(a micAudio) {
 		dropped := c.cfg.Speaker.Interrupt()
 		c.speaking = false
 		c.log.Info("barge-in: the user spoke over the avatar", "dropped_samples", dropped)
+		c.captionCut(dropped)
 	}
 	for _, r := range results {
 		if c.cfg.Transcribe && r.Text != "" {
@@ -354,9 +358,13 @@ func (c *Conversation) say(text string) {
 		c.cfg.Captions.Caption(room.Caption{TrackSID: track, SegmentID: fmt.Sprintf("avatar-%d", c.avatarSeg), Text: text, Final: true})
 	}
 	pushed := false
+	c.sayingText, c.sayingSamples = text, 0
 	err := tts.Synthesize(c.ctx, text, c.cfg.Voice, func(pcm []int16) error {
 		_, err := c.cfg.Speaker.Push(pcm, time.Now())
-		pushed = pushed || err == nil
+		if err == nil {
+			pushed = true
+			c.sayingSamples += len(pcm)
+		}
 		return err
 	})
 	if pushed {
@@ -366,6 +374,21 @@ func (c *Conversation) say(text string) {
 	if err != nil && c.ctx.Err() == nil {
 		c.log.Warn("speech synthesis", "err", err, "voice", c.cfg.Voice)
 	}
+}
+
+// captionCut replaces the interrupted answer's caption with the part that
+// was spoken (by the share of its audio that played), as LiveKit's own
+// agents truncate theirs, so the captions show what the visitor heard.
+func (c *Conversation) captionCut(dropped int) {
+	track := c.cfg.Captions.AudioTrackSID()
+	if track == "" || c.sayingSamples == 0 {
+		return
+	}
+	words := strings.Fields(c.sayingText)
+	played := max(0, c.sayingSamples-dropped)
+	keep := len(words) * played / c.sayingSamples
+	c.cfg.Captions.Caption(room.Caption{TrackSID: track, SegmentID: fmt.Sprintf("avatar-%d", c.avatarSeg),
+		Text: strings.Join(words[:keep], " ") + "…", Final: true})
 }
 
 // Local is the `local` voice-agent provider: an offline demo partner that

@@ -88,6 +88,14 @@ func TestConversationInRealRoom(t *testing.T) {
 	}
 	mic.Play(roomtest.Silence(time.Second))
 	waitFor(t, "an answer to the second sentence", func() bool { return hasAnswer(captions.All(), 2) })
+	// The interrupted answer's caption was cut to what was spoken.
+	cut := false
+	for _, c := range captions.All() {
+		cut = cut || (strings.HasPrefix(c.Text, "I heard") && strings.HasSuffix(c.Text, "…"))
+	}
+	if !cut {
+		t.Error("no caption of the interrupted answer cut to what was spoken (ending in …)")
+	}
 
 	// Transcripts: interim and final segments on the person's track, with
 	// the reference's words.
@@ -124,7 +132,7 @@ func TestConversationInRealRoom(t *testing.T) {
 func hasAnswer(cs []roomtest.Caption, n int) bool {
 	got := 0
 	for _, c := range cs {
-		if strings.HasPrefix(c.Text, "I heard you say") {
+		if strings.HasPrefix(c.Text, "I heard you say") && !strings.HasSuffix(c.Text, "…") {
 			got++
 		}
 	}
