@@ -65,21 +65,33 @@ func joinAgent(t *testing.T, st *stack, roomName string) *goAgent {
 
 // speak sends pcm (16 kHz mono) as one segment in 250 ms writes, as fast
 // as the SDK takes them (TTS runs ahead of real time). The Go SDK's stream
-// writer takes about 200 ms per Write, so 20 ms writes would underrun.
+// writer takes about 200 ms per Write, so 20 ms writes would underrun. Its
+// Write only queues, and Close sends the trailer at once and drops what is
+// still queued (server-sdk-go v2.13.3), so speak waits for the last write.
 func (a *goAgent) speak(pcm []int16) {
 	w := a.room.LocalParticipant.StreamBytes(lksdk.StreamBytesOptions{
 		Topic: agentstream.Topic, DestinationIdentities: []string{room.AgentIdentity},
 		Attributes: map[string]string{"sample_rate": "16000", "num_channels": "1"},
 	})
+	written := make(chan struct{}, 1)
+	if len(pcm) == 0 {
+		written <- struct{}{}
+	}
 	for len(pcm) > 0 {
 		n := min(len(pcm), 4000) // 250 ms per write; the SDK splits it into data packets
 		b := make([]byte, 2*n)
 		for i, s := range pcm[:n] {
 			binary.LittleEndian.PutUint16(b[2*i:], uint16(s))
 		}
-		w.Write(b, nil)
 		pcm = pcm[n:]
+		var onDone *func()
+		if len(pcm) == 0 {
+			done := func() { written <- struct{}{} }
+			onDone = &done
+		}
+		w.Write(b, onDone)
 	}
+	<-written // writes complete in order
 	w.Close()
 }
 

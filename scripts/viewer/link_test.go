@@ -83,6 +83,7 @@ func TestLinkPageInChromium(t *testing.T) {
 			MicPublished bool
 			Shown        string
 			Talked       bool
+			BargedIn     bool
 			AvatarLoudMs int
 			Captions     []struct {
 				Who, Text string
@@ -101,6 +102,9 @@ func TestLinkPageInChromium(t *testing.T) {
 		}
 		if !got.Talked {
 			t.Errorf("no caption of the visitor's words followed by the avatar's answer; captions: %+v", got.Captions)
+		}
+		if !got.BargedIn {
+			t.Errorf("the visitor talked over the answer, but no answer was cut short; captions: %+v", got.Captions)
 		}
 		if n := got.Frames1 - got.Frames0; n < 25 {
 			t.Errorf("frames decoded over 3 s: got %d, want >= 25 (the avatar's video must keep coming)", n)
@@ -162,8 +166,10 @@ func checkLink(t *testing.T, ctx context.Context, root, url, mode, shot string, 
 }
 
 // micFile is what the fake microphone plays (Chromium loops it): silence
-// while the avatar greets, then recorded human speech (a LibriVox clip of
-// Debian's pocketsphinx-testdata), then silence for the answer.
+// while the avatar greets, recorded human speech (LibriVox clips of
+// Debian's pocketsphinx-testdata), a pause in which the avatar starts its
+// answer (about 6 s long), a second sentence over that answer (barge-in),
+// then silence for the second answer.
 func micFile(t *testing.T) string {
 	t.Helper()
 	clips, err := stt.TestClips()
@@ -171,7 +177,9 @@ func micFile(t *testing.T) string {
 		t.Fatal(err)
 	}
 	pcm := append(make([]int16, 16000*5), clips[0].PCM...)
-	pcm = append(pcm, make([]int16, 16000*10)...)
+	pcm = append(pcm, make([]int16, 16000*5/2)...)
+	pcm = append(pcm, clips[1].PCM...)
+	pcm = append(pcm, make([]int16, 16000*12)...)
 	path := filepath.Join(t.TempDir(), "mic.wav")
 	f, err := os.Create(path)
 	if err != nil {

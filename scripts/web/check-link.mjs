@@ -3,7 +3,8 @@
 // microphone that plays WAV (Chromium loops it). MODE "live": waits until
 // the avatar's video is decoding, counts frames for 3 s, waits for the
 // conversation (the greeting heard and captioned, the visitor's words
-// captioned, the avatar's answer captioned), takes the screenshot, clicks
+// captioned, the avatar's answer captioned, the answer cut short when the
+// visitor talks over it), takes the screenshot, clicks
 // "End conversation" and waits for the page to say it ended. MODE "refused":
 // waits for the page's refusal message. Prints one JSON line of what it saw.
 import { chromium } from 'playwright-core';
@@ -53,12 +54,21 @@ try {
     } catch {
       talked = false;
     }
+    // Barge-in: the visitor's second sentence starts while the avatar is
+    // still answering the first; the answer stops and its caption is cut
+    // to what was spoken.
+    let bargedIn = true;
+    try {
+      await page.waitForFunction(() => window.linkStats.captions.some((c) => c.who === 'avatar' && c.text.endsWith('…')), null, { timeout: 60000 });
+    } catch {
+      bargedIn = false;
+    }
     const talk = await page.evaluate(() => ({ captions: window.linkStats.captions, avatarLoudMs: window.linkStats.avatarLoudMs }));
     if (screenshot) await page.screenshot({ path: screenshot });
     await page.click('#end');
     await page.waitForFunction(() => window.linkStats.state === 'ended', null, { timeout: 15000 });
     const shown = await page.evaluate(() => document.getElementById('message')?.textContent);
-    console.log(JSON.stringify({ sessionId: after.sessionId, frames0: before, frames1: after.framesDecoded, micPublished, shown, talked, ...talk }));
+    console.log(JSON.stringify({ sessionId: after.sessionId, frames0: before, frames1: after.framesDecoded, micPublished, shown, talked, bargedIn, ...talk }));
   }
 } catch (e) {
   console.error('check-link:', e.message);
