@@ -98,7 +98,18 @@ func TestConversationInRealRoom(t *testing.T) {
 	}
 
 	// Transcripts: interim and final segments on the person's track, with
-	// the reference's words.
+	// the reference's words. Each caption is its own text stream, and a
+	// receiver may finish reading them out of order: the final of the
+	// second sentence can land after the answer to it.
+	waitFor(t, "both sentences' final transcripts", func() bool {
+		n := 0
+		for _, c := range captions.All() {
+			if c.TrackID == mic.SID && c.Final {
+				n++
+			}
+		}
+		return n >= 2
+	})
 	var finals []string
 	interims := 0
 	for _, c := range captions.All() {

@@ -44,6 +44,11 @@ export default defineAgent({
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   // One job process kept warm, so a job starts without spawning one (on a
-  // loaded box a cold spawn can outlast LiveKit's assignment timeout).
-  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url), agentName: process.env.AGENT_NAME, numIdleProcesses: 1 }));
+  // loaded box a cold spawn can outlast LiveKit's assignment timeout). The
+  // worker reports no load: it reports the box's CPU by default, and
+  // livekit-server routes no job to a worker at or above its target load,
+  // which a CI box running other tests reaches ("no servers available").
+  cli.runApp(new ServerOptions({
+    agent: fileURLToPath(import.meta.url), agentName: process.env.AGENT_NAME, numIdleProcesses: 1, loadFunc: async () => 0,
+  }));
 }
