@@ -19,7 +19,6 @@
 package agentstream
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -153,7 +152,7 @@ func (r *Receiver) HandleStream(stream io.Reader, sender string, attrs map[strin
 		n += carry
 		whole := n - n%frameBytes
 		if whole > 0 {
-			pcm := decode(buf[:whole], channels)
+			pcm := audio.DecodePCM16(buf[:whole], channels)
 			if rs != nil {
 				pcm = rs.Process(pcm)
 			}
@@ -193,19 +192,6 @@ func (r *Receiver) waitFor(prev *segment) {
 			r.mu.Unlock()
 		}
 	}
-}
-
-// decode turns interleaved PCM16 LE into mono samples.
-func decode(b []byte, channels int) []int16 {
-	out := make([]int16, len(b)/(2*channels))
-	for i := range out {
-		sum := 0
-		for c := 0; c < channels; c++ {
-			sum += int(int16(binary.LittleEndian.Uint16(b[2*(i*channels+c):])))
-		}
-		out[i] = int16(sum / channels)
-	}
-	return out
 }
 
 // push appends audio to the segment's utterance; false means the segment

@@ -67,27 +67,13 @@ func ReadWAV(r io.Reader) (pcm []int16, sampleRate int, err error) {
 			if err != nil {
 				return nil, 0, fmt.Errorf("%w: reading data: %v", ErrNotWAV, err)
 			}
-			return downmix(data, channels), sampleRate, nil
+			return DecodePCM16(data, channels), sampleRate, nil
 		default:
 			if _, err := io.CopyN(io.Discard, r, size+size%2); err != nil {
 				return nil, 0, fmt.Errorf("%w: skipping %q chunk: %v", ErrNotWAV, id, err)
 			}
 		}
 	}
-}
-
-func downmix(data []byte, channels int) []int16 {
-	frames := len(data) / (2 * channels)
-	pcm := make([]int16, frames)
-	for i := range pcm {
-		sum := 0
-		for c := 0; c < channels; c++ {
-			off := (i*channels + c) * 2
-			sum += int(int16(binary.LittleEndian.Uint16(data[off:])))
-		}
-		pcm[i] = int16(sum / channels)
-	}
-	return pcm
 }
 
 // WriteWAV writes mono 16-bit PCM as a RIFF/WAVE stream.

@@ -2,7 +2,6 @@ package audiows
 
 import (
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -324,11 +323,7 @@ func decodePCM16(raw []byte) ([]int16, error) {
 	if len(raw)%2 != 0 {
 		return nil, fmt.Errorf("audio must be 16-bit PCM: %d bytes is an odd count", len(raw))
 	}
-	pcm := make([]int16, len(raw)/2)
-	for i := range pcm {
-		pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))
-	}
-	return pcm, nil
+	return audio.DecodePCM16(raw, 1), nil
 }
 
 func (c *conn) sendError(code, text string) {

@@ -505,7 +505,7 @@ func (c *Conversation) SendUserAudio(pcm []int16) error {
 	if c.inFmt.encoding == encodingULaw {
 		raw = ulawEncode(samples)
 	} else {
-		raw = pcmToBytes(samples)
+		raw = audio.EncodePCM16(samples)
 	}
 	data, err := json.Marshal(userAudioMessage{UserAudioChunk: base64.StdEncoding.EncodeToString(raw)})
 	if err != nil {
@@ -838,7 +838,7 @@ func (c *Conversation) decodeAgentAudio(raw []byte) []int16 {
 			c.oddByte = []byte{raw[len(raw)-1]}
 			raw = raw[:len(raw)-1]
 		}
-		samples = bytesToPCM(raw)
+		samples = audio.DecodePCM16(raw, 1)
 	}
 	if c.outResampler != nil {
 		samples = c.outResampler.Process(samples)

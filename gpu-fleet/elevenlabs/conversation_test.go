@@ -348,7 +348,7 @@ func resampledCase(format string, rate int) audioCase {
 	return audioCase{
 		name:      format + " is resampled to 16 kHz",
 		format:    format,
-		chunks:    splitBytes(pcmToBytes(src), 2*(rate/50), 2*(rate/30)+2),
+		chunks:    splitBytes(audio.EncodePCM16(src), 2*(rate/50), 2*(rate/30)+2),
 		want:      audio.Resample(src, rate, audio.SampleRate),
 		lookahead: 40,
 	}
@@ -371,13 +371,13 @@ func TestAgentAudioIsDecodedTo16kHz(t *testing.T) {
 		{
 			name:   "pcm_16000 passes samples through",
 			format: "pcm_16000",
-			chunks: [][]byte{pcmToBytes(exact[:3]), pcmToBytes(exact[3:])},
+			chunks: [][]byte{audio.EncodePCM16(exact[:3]), audio.EncodePCM16(exact[3:])},
 			want:   exact,
 		},
 		{
 			name:   "pcm_16000 sample split across messages",
 			format: "pcm_16000",
-			chunks: splitBytes(pcmToBytes(exact), 3, 5, 1),
+			chunks: splitBytes(audio.EncodePCM16(exact), 3, 5, 1),
 			want:   exact,
 		},
 		resampledCase("pcm_22050", 22050),
@@ -435,12 +435,12 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 		{
 			name: "audio at or below the interrupted event id is dropped",
 			send: func(p *peer) {
-				p.send(audioMessage(t, 1, pcmToBytes(a)))
-				p.send(audioMessage(t, 2, pcmToBytes(b)))
+				p.send(audioMessage(t, 1, audio.EncodePCM16(a)))
+				p.send(audioMessage(t, 2, audio.EncodePCM16(b)))
 				p.send(set(loadMessage(t, "interruption"), "interruption_event.event_id", 2))
-				p.send(audioMessage(t, 2, pcmToBytes(stale)))
-				p.send(audioMessage(t, 1, pcmToBytes(stale)))
-				p.send(audioMessage(t, 3, pcmToBytes(fresh)))
+				p.send(audioMessage(t, 2, audio.EncodePCM16(stale)))
+				p.send(audioMessage(t, 1, audio.EncodePCM16(stale)))
+				p.send(audioMessage(t, 3, audio.EncodePCM16(fresh)))
 			},
 			want: []Event{
 				{Kind: AgentAudio, PCM: a, EventID: 1},
@@ -453,10 +453,10 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 		{
 			name: "recorded interruption payload",
 			send: func(p *peer) {
-				p.send(audioMessage(t, 118, pcmToBytes(a)))
+				p.send(audioMessage(t, 118, audio.EncodePCM16(a)))
 				p.send(loadMessage(t, "interruption")) // event_id 119
-				p.send(audioMessage(t, 119, pcmToBytes(stale)))
-				p.send(audioMessage(t, 120, pcmToBytes(fresh)))
+				p.send(audioMessage(t, 119, audio.EncodePCM16(stale)))
+				p.send(audioMessage(t, 120, audio.EncodePCM16(fresh)))
 			},
 			want: []Event{
 				{Kind: AgentAudio, PCM: a, EventID: 118},
@@ -470,8 +470,8 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 			send: func(p *peer) {
 				p.send(set(loadMessage(t, "interruption"), "interruption_event.event_id", 10))
 				p.send(set(loadMessage(t, "interruption"), "interruption_event.event_id", 5))
-				p.send(audioMessage(t, 8, pcmToBytes(stale)))
-				p.send(audioMessage(t, 11, pcmToBytes(fresh)))
+				p.send(audioMessage(t, 8, audio.EncodePCM16(stale)))
+				p.send(audioMessage(t, 11, audio.EncodePCM16(fresh)))
 			},
 			want: []Event{
 				{Kind: Interruption, EventID: 10},
@@ -483,7 +483,7 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 		{
 			name: "event id 0 before any interruption is delivered",
 			send: func(p *peer) {
-				p.send(audioMessage(t, 0, pcmToBytes(a)))
+				p.send(audioMessage(t, 0, audio.EncodePCM16(a)))
 			},
 			want: []Event{{Kind: AgentAudio, PCM: a, EventID: 0}},
 		},
@@ -514,9 +514,9 @@ func TestInterruptionDiscardsResamplerTail(t *testing.T) {
 	loud := sine(440, rate, rate/20, 30000)
 	silence := make([]int16, rate/20)
 	f := (&fakeAgent{t: t, metadata: metadataWith(t, "pcm_44100", "pcm_16000"), script: func(p *peer) {
-		p.send(audioMessage(t, 1, pcmToBytes(loud)))
+		p.send(audioMessage(t, 1, audio.EncodePCM16(loud)))
 		p.send(set(loadMessage(t, "interruption"), "interruption_event.event_id", 1))
-		p.send(audioMessage(t, 2, pcmToBytes(silence)))
+		p.send(audioMessage(t, 2, audio.EncodePCM16(silence)))
 		p.send(endMarker(t))
 	}}).start()
 	conv := f.dial(t, nil)
@@ -600,14 +600,14 @@ func TestSendUserAudio(t *testing.T) {
 		{
 			name:      "pcm_16000 sent as is",
 			input:     "pcm_16000",
-			decode:    bytesToPCM,
+			decode:    mono16,
 			want:      append(append([]int16{}, src...), src...),
 			tolerance: func(int16) int { return 0 },
 		},
 		{
 			name:      "pcm_8000 resampled",
 			input:     "pcm_8000",
-			decode:    bytesToPCM,
+			decode:    mono16,
 			want:      audio.Resample(append(append([]int16{}, src...), src...), audio.SampleRate, 8000),
 			tolerance: func(int16) int { return 1 },
 			lookahead: 20,
@@ -615,7 +615,7 @@ func TestSendUserAudio(t *testing.T) {
 		{
 			name:      "pcm_44100 resampled",
 			input:     "pcm_44100",
-			decode:    bytesToPCM,
+			decode:    mono16,
 			want:      audio.Resample(append(append([]int16{}, src...), src...), audio.SampleRate, 44100),
 			tolerance: func(int16) int { return 1 },
 			lookahead: 120,
@@ -1045,3 +1045,6 @@ func TestMalformedAudioEndsConversation(t *testing.T) {
 		})
 	}
 }
+
+// mono16 decodes what the client sent as 16-bit mono PCM.
+func mono16(b []byte) []int16 { return audio.DecodePCM16(b, 1) }

@@ -1,25 +1,5 @@
 package elevenlabs
 
-import "encoding/binary"
-
-// pcmToBytes encodes samples as 16-bit signed little-endian.
-func pcmToBytes(pcm []int16) []byte {
-	out := make([]byte, 2*len(pcm))
-	for i, s := range pcm {
-		binary.LittleEndian.PutUint16(out[2*i:], uint16(s))
-	}
-	return out
-}
-
-// bytesToPCM decodes 16-bit signed little-endian samples; len(b) must be even.
-func bytesToPCM(b []byte) []int16 {
-	out := make([]int16, len(b)/2)
-	for i := range out {
-		out[i] = int16(binary.LittleEndian.Uint16(b[2*i:]))
-	}
-	return out
-}
-
 // G.711 μ-law, as in ITU-T G.711 and its widely used reference
 // implementation: 0x84 is the bias, 32635 the largest magnitude encoded.
 const (

@@ -116,24 +116,6 @@ func abs(x int) int {
 	return x
 }
 
-func TestPCMBytesRoundTrip(t *testing.T) {
-	in := []int16{0, 1, -1, 32767, -32768, 256, -256}
-	b := pcmToBytes(in)
-	if got, want := len(b), 2*len(in); got != want {
-		t.Fatalf("bytes: got %d, want %d", got, want)
-	}
-	// Little-endian: 256 is 00 01.
-	if got, want := b[10:12], []byte{0x00, 0x01}; string(got) != string(want) {
-		t.Errorf("256 encoded: got % X, want % X", got, want)
-	}
-	got := bytesToPCM(b)
-	for i := range in {
-		if got[i] != in[i] {
-			t.Errorf("sample %d: got %d, want %d", i, got[i], in[i])
-		}
-	}
-}
-
 func TestEventKindString(t *testing.T) {
 	tests := []struct {
 		k    EventKind

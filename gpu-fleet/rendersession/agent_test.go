@@ -1,7 +1,6 @@
 package rendersession_test
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"avatarsvc/gpu-fleet/agentstream"
+	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
 )
@@ -79,10 +79,7 @@ func (a *goAgent) speak(pcm []int16) {
 	}
 	for len(pcm) > 0 {
 		n := min(len(pcm), 4000) // 250 ms per write; the SDK splits it into data packets
-		b := make([]byte, 2*n)
-		for i, s := range pcm[:n] {
-			binary.LittleEndian.PutUint16(b[2*i:], uint16(s))
-		}
+		b := audio.EncodePCM16(pcm[:n])
 		pcm = pcm[n:]
 		var onDone *func()
 		if len(pcm) == 0 {

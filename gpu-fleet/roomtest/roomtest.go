@@ -259,11 +259,7 @@ func (c *WSClient) Send(v any) {
 
 func (c *WSClient) SendPCM(pcm []int16) {
 	c.t.Helper()
-	b := make([]byte, 2*len(pcm))
-	for i, s := range pcm {
-		b[2*i], b[2*i+1] = byte(s), byte(uint16(s)>>8)
-	}
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, audio.EncodePCM16(pcm)); err != nil {
 		c.t.Fatal(err)
 	}
 }
