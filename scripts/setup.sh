@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need, idempotently and with
-# progress lines: Debian packages (libvpx, libopus, Java, Chromium, ffmpeg
-# for video moderation, jq for the walkthroughs), the npm stand-ins under
-# scripts/ (DynamoDB Local, SQS server, browser tooling), and livekit-server
+# progress lines: Debian packages (libvpx, libopus, espeak-ng, pocketsphinx,
+# Java, Chromium, ffmpeg for video moderation, jq for the walkthroughs), the
+# npm stand-ins under scripts/ (DynamoDB Local, SQS server, browser tooling,
+# @livekit/agents), and livekit-server
 # built from its pinned Go module. A second run is fast.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -120,14 +120,14 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	// Speech also comes from a LiveKit voice agent in the room, into the
 	// same playout buffer (gpu-fleet/agentstream).
-	s.agent = agentstream.New(s.buffer, rpcCaller{&s.joined}, log)
+	s.agent = agentstream.New(s.buffer, joinedRoom{&s.joined}, log)
 	roomCfg := cfg.Room
 	roomCfg.VideoWidth, roomCfg.VideoHeight = w, h
 	roomCfg.Logger = log
 	roomCfg.AgentAudio = s.agent
 	if cfg.Conversation != nil {
 		cc := *cfg.Conversation
-		cc.Speaker, cc.Captions, cc.Log = s.buffer, captioner{&s.joined}, log
+		cc.Speaker, cc.Captions, cc.Log = s.buffer, joinedRoom{&s.joined}, log
 		if s.talk, err = conversation.Start(cc); err != nil {
 			return nil, err
 		}
@@ -195,29 +195,27 @@ func (ss sinks) Emit(ev playout.Event) {
 	}
 }
 
-// rpcCaller reaches the room once it is joined.
-type rpcCaller struct{ room *atomic.Pointer[room.Room] }
+// joinedRoom reaches the room once it is joined: the agent receiver's
+// RPCs and the conversation's captions may start before Join returns.
+// Captions before that are dropped (nobody could read them yet).
+type joinedRoom struct{ room *atomic.Pointer[room.Room] }
 
-func (c rpcCaller) CallRPC(dest, method, payload string) error {
-	r := c.room.Load()
+func (j joinedRoom) CallRPC(dest, method, payload string) error {
+	r := j.room.Load()
 	if r == nil {
 		return errors.New("session: not in the room yet")
 	}
 	return r.CallRPC(dest, method, payload)
 }
 
-// captioner reaches the room once it is joined; captions before that are
-// dropped (nobody could read them yet).
-type captioner struct{ room *atomic.Pointer[room.Room] }
-
-func (c captioner) Caption(cp room.Caption) {
-	if r := c.room.Load(); r != nil {
+func (j joinedRoom) Caption(cp room.Caption) {
+	if r := j.room.Load(); r != nil {
 		r.Caption(cp)
 	}
 }
 
-func (c captioner) AudioTrackSID() string {
-	if r := c.room.Load(); r != nil {
+func (j joinedRoom) AudioTrackSID() string {
+	if r := j.room.Load(); r != nil {
 		return r.AudioTrackSID()
 	}
 	return ""
