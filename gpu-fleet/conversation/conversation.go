@@ -121,14 +121,15 @@ type Conversation struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	joinOnce  sync.Once
-	agentOnce sync.Once
-	dropped   atomic.Int64
-	track     string // the microphone being transcribed (the first one heard)
-	heard     time.Duration
-	speaking  bool // the avatar's last utterance may still be playing
-	avatarSeg int
-	userSeg   int // remote transcripts' segments
+	joinOnce   sync.Once
+	agentOnce  sync.Once
+	dropped    atomic.Int64 // microphone packets the loop could not take
+	remoteErrs int
+	track      string // the microphone being transcribed (the first one heard)
+	heard      time.Duration
+	speaking   bool // the avatar's last utterance may still be playing
+	avatarSeg  int
+	userSeg    int // remote transcripts' segments
 	// what the avatar is saying: its text and the samples synthesised
 	sayingText    string
 	sayingSamples int
@@ -275,8 +276,10 @@ func (c *Conversation) hear(a micAudio) {
 		return // one listener per session: the first microphone heard
 	}
 	if c.cfg.Remote != nil {
-		if err := c.cfg.Remote.SendUserAudio(a.pcm); err != nil && c.dropped.Add(1) == 1 {
-			c.log.Warn("sending audio to the remote voice agent", "err", err)
+		if err := c.cfg.Remote.SendUserAudio(a.pcm); err != nil {
+			if c.remoteErrs++; c.remoteErrs == 1 {
+				c.log.Warn("sending audio to the remote voice agent", "err", err) // once: it ended
+			}
 		}
 		return
 	}
