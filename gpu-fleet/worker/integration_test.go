@@ -697,6 +697,10 @@ func startAvatarServers(dir string) (*avatarServers, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/face.png", func(w http.ResponseWriter, r *http.Request) { w.Write(face) })
 	mux.HandleFunc("/noface.jpg", func(w http.ResponseWriter, r *http.Request) { w.Write(noface) })
+	mux.HandleFunc("/slow-face.png", func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(slowAvatar) // a launch that takes several leases
+		w.Write(face)
+	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, a.forbiddenURL+"/face.png", http.StatusFound)
 	})

@@ -16,6 +16,7 @@ import (
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/store"
 	"avatarsvc/shared/voices"
 )
 
@@ -67,8 +68,21 @@ type RoomLauncher struct {
 	// Dispatcher re-dispatches a LiveKit agent that did not join; nil when
 	// this renderer has no LiveKit API credentials.
 	Dispatcher AgentDispatcher
-	Log        *slog.Logger
+	// People records when the first person came to a room the service
+	// made, from which such a session bills (*store.Store).
+	People PersonReporter
+	Log    *slog.Logger
 }
+
+// PersonReporter records the first person's arrival on a hosted session.
+type PersonReporter interface {
+	ReportPersonJoined(ctx context.Context, id, workerID string, at time.Time) error
+}
+
+// NoShowTimeout is how long a session in a room the service made (a link,
+// rooms/initiate) waits for a person: a link page opened by a script, or a
+// client that never joins, frees the owner's slot and bills nothing.
+const NoShowTimeout = 15 * time.Second
 
 // Launch starts the renderer for sess. Failures carry their end reason.
 func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream, error) {
@@ -105,13 +119,21 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 	if err != nil {
 		return nil, &EndReasonError{Reason: domain.ReasonAgentUnavailable, Err: err}
 	}
+	roomCfg := room.Config{
+		URL: sess.Room.URL, Token: sess.Room.Token, ExpiresAt: sess.Expiration,
+		GracePeriod: l.GracePeriod, JoinTimeout: l.JoinTimeout,
+	}
+	if sess.Hosted() {
+		roomCfg.PeopleOnly = true
+		if roomCfg.JoinTimeout <= 0 || roomCfg.JoinTimeout > NoShowTimeout {
+			roomCfg.JoinTimeout = NoShowTimeout
+		}
+		roomCfg.OnFirstPerson = func(at time.Time) { l.reportPerson(sess, at, log) }
+	}
 	s, err := rendersession.Start(ctx, rendersession.Config{
-		SessionID: sess.ID,
-		TokenHash: tokenHash,
-		Room: room.Config{
-			URL: sess.Room.URL, Token: sess.Room.Token, ExpiresAt: sess.Expiration,
-			GracePeriod: l.GracePeriod, JoinTimeout: l.JoinTimeout,
-		},
+		SessionID:    sess.ID,
+		TokenHash:    tokenHash,
+		Room:         roomCfg,
 		Renderer:     render.NewCPURenderer(prepared),
 		Audio:        l.Audio,
 		Conversation: talk,
@@ -123,7 +145,25 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 		}
 		return nil, &EndReasonError{Reason: domain.ReasonRoomUnreachable, Err: err}
 	}
-	return &roomStream{s: s}, nil
+	return &roomStream{s: s, hosted: sess.Hosted()}, nil
+}
+
+// reportPerson records the first person's arrival, retrying transient
+// failures for a while: until it is written the session bills nothing.
+func (l *RoomLauncher) reportPerson(sess domain.Session, at time.Time, log *slog.Logger) {
+	if l.People == nil {
+		return
+	}
+	for attempt := 0; attempt < 10; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := l.People.ReportPersonJoined(ctx, sess.ID, sess.WorkerID, at)
+		cancel()
+		if err == nil || errors.Is(err, store.ErrSessionChanged) {
+			return
+		}
+		log.Warn("report first person", "session_id", sess.ID, "err", err)
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
 }
 
 // conversationFor decides who speaks for the avatar. Sessions in the
@@ -176,13 +216,19 @@ func (l *RoomLauncher) conversationFor(ctx context.Context, sess domain.Session)
 }
 
 // roomStream adapts a rendersession.Session to Stream.
-type roomStream struct{ s *rendersession.Session }
+type roomStream struct {
+	s      *rendersession.Session
+	hosted bool // in a room the service made: nobody coming is a no-show
+}
 
 func (r *roomStream) Done() <-chan struct{} { return r.s.Done() }
 func (r *roomStream) Stop()                 { r.s.Stop() }
 
 func (r *roomStream) EndReason() string {
 	reason, _ := r.s.Wait()
+	if reason == room.NoParticipants && r.hosted {
+		return domain.ReasonNoShow
+	}
 	return endReasonOf(reason)
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/store"
 )
 
@@ -45,9 +46,11 @@ type Claims interface {
 	Heartbeat(ctx context.Context, id, workerID string, leaseUntil time.Time) error
 }
 
-// Ender is the one end path for sessions (*sessions.Service).
+// Ender is the one end path for sessions (*sessions.Service). A worker ends
+// only sessions it still holds (the guard), so a worker that lost its lease
+// never ends the session another worker took over.
 type Ender interface {
-	Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error)
+	FinishIf(ctx context.Context, userID, id string, ev domain.Event, reason string, guard domain.EndGuard) (domain.Session, error)
 }
 
 // Launcher starts the renderer for a claimed session: it loads the avatar,
@@ -331,7 +334,10 @@ func (w *Worker) release(ctx context.Context, m jobs.Message, delay time.Duratio
 	}
 }
 
-// serve runs one claimed session to its end.
+// serve runs one claimed session to its end. The lease is heartbeated from
+// the claim on, launch included (avatar fetch, provider dial and room join
+// may take up to LaunchTimeout, twice the lease): neither the reaper nor a
+// redelivered job can take the session away while it is being launched.
 func (w *Worker) serve(sess domain.Session) {
 	defer func() {
 		w.mu.Lock()
@@ -341,10 +347,24 @@ func (w *Worker) serve(sess domain.Session) {
 		w.wg.Done()
 	}()
 	log := w.log.With("session_id", sess.ID)
-	launchCtx, cancel := context.WithTimeout(context.Background(), w.cfg.LaunchTimeout)
+	leaseCtx, stopLease := context.WithCancelCause(context.Background())
+	defer stopLease(nil)
+	leaseLost := make(chan error, 1)
+	go func() {
+		err := w.keepLease(leaseCtx, sess, log)
+		leaseLost <- err
+		if err != nil {
+			stopLease(err) // a launch still under way gives up at once
+		}
+	}()
+	launchCtx, cancel := context.WithTimeout(leaseCtx, w.cfg.LaunchTimeout)
 	stream, err := w.launcher.Launch(launchCtx, sess)
 	cancel()
 	if err != nil {
+		if lost := context.Cause(leaseCtx); lost != nil {
+			w.leaseLost(sess, lost, log)
+			return
+		}
 		reason := domain.ReasonRendererFailed
 		var re *EndReasonError
 		if errors.As(err, &re) {
@@ -367,9 +387,59 @@ func (w *Worker) serve(sess domain.Session) {
 		return
 	}
 	log.Info("serving", "ws_uri", wsURI)
-	if reason := w.supervise(sess, stream, log); reason != "" {
+	if reason := w.supervise(sess, stream, leaseLost, log); reason != "" {
 		w.finish(sess, reason, log)
 	}
+}
+
+// errLeaseTaken: the session is no longer this worker's (ended by the API
+// or the reaper); errLeaseLapsing: heartbeats kept failing until the lease
+// was about to lapse.
+var (
+	errLeaseTaken   = errors.New("session ended or taken elsewhere")
+	errLeaseLapsing = errors.New("lease could not be renewed")
+)
+
+// keepLease heartbeats the session's lease every HeartbeatEvery until ctx
+// ends (nil) or the lease is lost (errLeaseTaken, errLeaseLapsing).
+func (w *Worker) keepLease(ctx context.Context, sess domain.Session, log *slog.Logger) error {
+	tick := time.NewTicker(w.cfg.HeartbeatEvery)
+	defer tick.Stop()
+	lastRenewed := w.cfg.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		now := w.cfg.Now()
+		hbCtx, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatEvery)
+		err := w.claims.Heartbeat(hbCtx, sess.ID, w.cfg.ID, now.Add(w.cfg.LeaseTTL))
+		cancel()
+		switch {
+		case err == nil:
+			lastRenewed = now
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, store.ErrSessionChanged):
+			return errLeaseTaken
+		case now.Sub(lastRenewed) > w.cfg.LeaseTTL-2*w.cfg.HeartbeatEvery:
+			log.Error("lease could not be renewed; stopping", "err", err)
+			return errLeaseLapsing
+		default:
+			log.Warn("heartbeat failed, retrying", "err", err)
+		}
+	}
+}
+
+// leaseLost handles a lease lost during launch: a session taken elsewhere is
+// left alone, one whose lease is lapsing is ended as the renderer's failure.
+func (w *Worker) leaseLost(sess domain.Session, lost error, log *slog.Logger) {
+	if errors.Is(lost, errLeaseTaken) {
+		log.Info("session ended elsewhere during launch; launch abandoned")
+		return
+	}
+	w.finish(sess, domain.ReasonRendererFailed, log)
 }
 
 // report writes ws_uri, retrying transient failures for a while: the
@@ -387,45 +457,29 @@ func (w *Worker) report(sess domain.Session, wsURI string) error {
 	}
 }
 
-// supervise heartbeats the lease until the stream ends. It returns the end
-// reason to record, or "" when the session was ended elsewhere (by the API
-// or the reaper) and only the renderer had to stop.
-func (w *Worker) supervise(sess domain.Session, stream Stream, log *slog.Logger) string {
-	tick := time.NewTicker(w.cfg.HeartbeatEvery)
-	defer tick.Stop()
-	lastRenewed := w.cfg.Now()
+// supervise runs the stream until it ends, the drain deadline passes or the
+// lease is lost (keepLease). It returns the end reason to record, or "" when
+// the session was ended elsewhere (by the API or the reaper) and only the
+// renderer had to stop.
+func (w *Worker) supervise(sess domain.Session, stream Stream, leaseLost <-chan error, log *slog.Logger) string {
 	stop := func() {
 		stream.Stop()
 		<-stream.Done()
 	}
-	for {
-		select {
-		case <-stream.Done():
-			return stream.EndReason()
-		case <-w.drainStop:
-			stop()
-			return domain.ReasonWorkerDrained
-		case <-tick.C:
-			now := w.cfg.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.HeartbeatEvery)
-			err := w.claims.Heartbeat(ctx, sess.ID, w.cfg.ID, now.Add(w.cfg.LeaseTTL))
-			cancel()
-			switch {
-			case err == nil:
-				lastRenewed = now
-			case errors.Is(err, store.ErrSessionChanged):
-				stop()
-				log.Info("session ended elsewhere; renderer left the room")
-				return ""
-			case now.Sub(lastRenewed) > w.cfg.LeaseTTL-2*w.cfg.HeartbeatEvery:
-				// The lease is about to lapse: stop rather than run unbilled.
-				stop()
-				log.Error("lease could not be renewed; stopping", "err", err)
-				return domain.ReasonRendererFailed
-			default:
-				log.Warn("heartbeat failed, retrying", "err", err)
-			}
+	select {
+	case <-stream.Done():
+		return stream.EndReason()
+	case <-w.drainStop:
+		stop()
+		return domain.ReasonWorkerDrained
+	case err := <-leaseLost:
+		stop()
+		if errors.Is(err, errLeaseTaken) {
+			log.Info("session ended elsewhere; renderer left the room")
+			return ""
 		}
+		// The lease is about to lapse: stop rather than run unbilled.
+		return domain.ReasonRendererFailed
 	}
 }
 
@@ -434,7 +488,11 @@ func (w *Worker) supervise(sess domain.Session, stream Stream, log *slog.Logger)
 func (w *Worker) finish(sess domain.Session, reason string, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ended, err := w.ender.Finish(ctx, sess.UserID, sess.ID, domain.EventAutoEnd, reason)
+	ended, err := w.ender.FinishIf(ctx, sess.UserID, sess.ID, domain.EventAutoEnd, reason, domain.EndGuard{WorkerID: w.cfg.ID})
+	if errors.Is(err, sessions.ErrNoLongerDue) {
+		log.Info("session taken over by another worker; left to it", "end_reason", reason)
+		return
+	}
 	if err != nil {
 		log.Error("end session", "end_reason", reason, "err", err)
 		return

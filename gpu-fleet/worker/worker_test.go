@@ -125,7 +125,7 @@ type fakeEnder struct {
 	reasons map[string]string
 }
 
-func (e *fakeEnder) Finish(_ context.Context, _, id string, _ domain.Event, reason string) (domain.Session, error) {
+func (e *fakeEnder) FinishIf(_ context.Context, _, id string, _ domain.Event, reason string, _ domain.EndGuard) (domain.Session, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.reasons[id]; ok {

@@ -216,13 +216,21 @@ func (s *Stack) NewAccount(ctx context.Context, plan string) (Account, error) {
 }
 
 // Serve does what a renderer worker does once it joined a session's room:
-// claim the session and report its ws_uri, so the session bills like a
-// served one. API tests that run no worker use it; the lease is long so the
-// test clock can move freely.
+// claim the session and report its ws_uri, and in a room the service made
+// report that a person is there, so the session bills like a served one.
+// API tests that run no worker use it; the lease is long so the test clock
+// can move freely.
 func (s *Stack) Serve(ctx context.Context, sessionID string) error {
 	now := s.Clock.Now()
-	if _, err := s.App.Store.ClaimSession(ctx, sessionID, "test-worker", now, now.Add(24*time.Hour)); err != nil {
+	sess, err := s.App.Store.ClaimSession(ctx, sessionID, "test-worker", now, now.Add(24*time.Hour))
+	if err != nil {
 		return fmt.Errorf("claim %s: %w", sessionID, err)
 	}
-	return s.App.Store.ReportServing(ctx, sessionID, "test-worker", "ws://127.0.0.1:1/ws/"+sessionID, now)
+	if err := s.App.Store.ReportServing(ctx, sessionID, "test-worker", "ws://127.0.0.1:1/ws/"+sessionID, now); err != nil {
+		return err
+	}
+	if sess.Hosted() {
+		return s.App.Store.ReportPersonJoined(ctx, sessionID, "test-worker", now)
+	}
+	return nil
 }

@@ -24,6 +24,9 @@ type User struct {
 	// ActiveSessions is the concurrency counter, changed only in the same
 	// transaction as a session's start or end.
 	ActiveSessions int
+	// ReservedMinutes is the sum of the running sessions' reservations
+	// (Session.ReservedMinutes), changed in the same transactions.
+	ReservedMinutes int
 }
 
 // Period is a billing period: [Start, End).
@@ -88,4 +91,28 @@ func (u User) MinutesRemaining(now time.Time) int {
 	p := u.CurrentPeriod(now)
 	included := max(0, u.EffectivePlan(now).IncludedMinutes-u.IncludedUsedIn(p))
 	return included + max(0, u.PurchasedRemaining)
+}
+
+// Reservation is how many minutes a session starting now sets aside, 0 when
+// nothing is left to reserve: the plan's per-session cap (or maxMinutes, a
+// link's own cap, when lower), but never more than what running sessions
+// have not already reserved, so parallel sessions cannot spend the same
+// minutes twice. A plan with no per-session cap shares what is unreserved
+// equally among its free concurrency slots.
+func (u User) Reservation(now time.Time, maxMinutes int) int {
+	plan := u.EffectivePlan(now)
+	free := u.MinutesRemaining(now) - max(0, u.ReservedMinutes)
+	if free < 1 {
+		return 0
+	}
+	r := free
+	if plan.MaxSessionMinutes > 0 {
+		r = min(r, plan.MaxSessionMinutes)
+	} else {
+		r = max(1, free/max(1, plan.MaxConcurrent-u.ActiveSessions))
+	}
+	if maxMinutes > 0 {
+		r = min(r, maxMinutes)
+	}
+	return r
 }

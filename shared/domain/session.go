@@ -47,8 +47,16 @@ type Session struct {
 	LeaseUntil time.Time
 	// ServedAt is when the renderer joined the room and reported ws_uri;
 	// zero means the fleet never ran the session, which then bills nothing.
-	ServedAt  time.Time
-	EndReason string
+	ServedAt time.Time
+	// PersonJoinedAt is when the renderer first saw a person (not an agent,
+	// not the avatar) in a room the service created; such a session bills
+	// from then, and one nobody joins bills nothing (ReasonNoShow).
+	PersonJoinedAt time.Time
+	// ReservedMinutes is what the start set aside from the account's
+	// balance for this session (its expiration is StartedAt plus this); the
+	// end gives it back, so concurrent sessions never spend the same minutes.
+	ReservedMinutes int
+	EndReason       string
 	Billing   *Billing
 	// Sessions the service started in a room it created carry where they
 	// came from: the agent (its voice-agent settings), the link, and the
@@ -77,6 +85,7 @@ const (
 	ReasonNoCapacity       = "no_capacity"       // no renderer claimed the job before its deadline
 	ReasonAgentUnavailable = "agent_unavailable" // the session's LiveKit voice agent could not be dispatched
 	ReasonRemoved          = "removed_from_room" // someone with room admin rights (e.g. the voice agent closing) removed the avatar
+	ReasonNoShow           = "no_show"           // nobody came to a room the service created (link, rooms/initiate): billed 0
 )
 
 // Room is the caller's WebRTC room. Stored, never returned.
@@ -226,13 +235,26 @@ func (s Session) BillableEnd(endedAt time.Time) time.Time {
 
 // BillableMinutes is what ending the session at endedAt costs: nothing if
 // the fleet never served it (no capacity, avatar rejected, room
-// unreachable), else its running time rounded up to whole minutes.
+// unreachable), nor if it is in a room the service created and no person
+// ever joined it; else its running time rounded up to whole minutes, counted
+// from the first person's arrival in hosted rooms.
 func (s Session) BillableMinutes(endedAt time.Time) int {
 	if s.ServedAt.IsZero() {
 		return 0
 	}
-	return MinutesUsed(s.BillableEnd(endedAt).Sub(s.StartedAt))
+	from := s.StartedAt
+	if s.Hosted() {
+		if s.PersonJoinedAt.IsZero() {
+			return 0
+		}
+		from = s.PersonJoinedAt
+	}
+	return MinutesUsed(s.BillableEnd(endedAt).Sub(from))
 }
+
+// Hosted reports whether the session runs in a room the service created
+// (a link or rooms/initiate), where a person must come for it to bill.
+func (s Session) Hosted() bool { return s.RoomName != "" }
 
 // MinutesUsed rounds a running time up to whole minutes; any started session
 // consumes at least one minute.
@@ -241,4 +263,29 @@ func MinutesUsed(d time.Duration) int {
 		return 1
 	}
 	return max(1, int(math.Ceil(d.Minutes())))
+}
+
+// EndGuard narrows an automatic end to the situation it was decided in, so
+// a decision made from an older read never ends a session that has moved
+// on: the reaper ends a lost worker's session only while that worker still
+// holds it and its lease is still lapsed, an unclaimed one only while no
+// worker has claimed it, and a worker ends only sessions it still holds.
+// The zero guard always holds.
+type EndGuard struct {
+	WorkerID      string    // still claimed by this worker
+	Unclaimed     bool      // no worker has claimed it
+	LeaseLapsedBy time.Time // its lease ended before this instant
+}
+
+// Holds reports whether s is still in the guarded situation.
+func (g EndGuard) Holds(s Session) bool {
+	switch {
+	case g.WorkerID != "" && s.WorkerID != g.WorkerID:
+		return false
+	case g.Unclaimed && s.WorkerID != "":
+		return false
+	case !g.LeaseLapsedBy.IsZero() && !s.LeaseUntil.Before(g.LeaseLapsedBy):
+		return false
+	}
+	return true
 }

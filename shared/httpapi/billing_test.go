@@ -27,7 +27,9 @@ func TestSimultaneousEndsSpendHeadroomOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	setIncludedUsed(t, acct.User.ID, u.CurrentPeriod(stack.Clock.Now()).Key(), 2995)
-	if _, err := stack.App.Accounts.AddMinutes(ctx, acct.User.ID, 100); err != nil {
+	// Each start reserves the plan's 180-minute session cap: 20 sessions
+	// need 3,600 minutes, 5 included and 3,595 purchased.
+	if _, err := stack.App.Accounts.AddMinutes(ctx, acct.User.ID, 3595); err != nil {
 		t.Fatal(err)
 	}
 	const n = 20
@@ -77,9 +79,9 @@ func TestSimultaneousEndsSpendHeadroomOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.IncludedUsed != 3000 || after.PurchasedRemaining != 85 || after.ActiveSessions != 0 {
-		t.Errorf("account: included used %d, purchased remaining %d, active %d; want 3000, 85, 0",
-			after.IncludedUsed, after.PurchasedRemaining, after.ActiveSessions)
+	if after.IncludedUsed != 3000 || after.PurchasedRemaining != 3580 || after.ActiveSessions != 0 || after.ReservedMinutes != 0 {
+		t.Errorf("account: included used %d, purchased remaining %d, active %d, reserved %d; want 3000, 3580, 0, 0",
+			after.IncludedUsed, after.PurchasedRemaining, after.ActiveSessions, after.ReservedMinutes)
 	}
 }
 

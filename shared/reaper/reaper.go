@@ -11,11 +11,13 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/sessions"
 )
 
 // Store lists the started sessions.
@@ -25,7 +27,7 @@ type Store interface {
 
 // Sessions is the session service's end path and job re-send.
 type Sessions interface {
-	Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error)
+	FinishIf(ctx context.Context, userID, id string, ev domain.Event, reason string, guard domain.EndGuard) (domain.Session, error)
 	Resend(ctx context.Context, sess domain.Session)
 }
 
@@ -51,6 +53,20 @@ type Policy struct {
 
 // DefaultPolicy fits the one-minute schedule.
 var DefaultPolicy = Policy{ResendAfter: 10 * time.Second, GiveUpAfter: 3 * jobs.ClaimWindow}
+
+// Guard is what must still hold when the reaper ends s for reason, decided
+// from a list read at listedAt: the worker it found lost must still hold the
+// session with its lease still lapsed, and a session it found unclaimed must
+// still be unclaimed. An expired session ends whoever holds it.
+func Guard(s domain.Session, reason string, listedAt time.Time) domain.EndGuard {
+	switch reason {
+	case domain.ReasonWorkerLost:
+		return domain.EndGuard{WorkerID: s.WorkerID, LeaseLapsedBy: listedAt}
+	case domain.ReasonNoCapacity:
+		return domain.EndGuard{Unclaimed: true}
+	}
+	return domain.EndGuard{}
+}
 
 // Decide is the reaper's rule for one started session at now.
 func (p Policy) Decide(s domain.Session, now time.Time) (Action, string) {
@@ -92,23 +108,37 @@ type Result struct {
 	Running int            `json:"running"`
 	Ended   map[string]int `json:"ended"` // by reason
 	Resent  int            `json:"resent"`
-	Failed  int            `json:"failed"`
+	// Recovered counts sessions found due that had moved on by the time
+	// the sweep reached them (their worker heartbeated, or one claimed it).
+	Recovered int `json:"recovered"`
+	Failed    int `json:"failed"`
 }
 
-// Sweep looks at every running session once. A failure on one session is
-// logged and counted; the next sweep tries again.
+// Sweep looks at every running session once. Each is decided against the
+// time the list was read, not a clock that moves on while a long sweep
+// works (a sweep slowed by throttling would otherwise see leases lapse that
+// their workers renewed since the read), and ended only while what it was
+// decided on still holds. A failure on one session is logged and counted;
+// the next sweep tries again.
 func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 	res := Result{Ended: map[string]int{}}
+	listedAt := r.now()
 	running, err := r.store.RunningSessions(ctx)
 	if err != nil {
 		return res, err
 	}
 	res.Running = len(running)
 	for _, s := range running {
-		action, reason := r.policy.Decide(s, r.now())
+		action, reason := r.policy.Decide(s, listedAt)
 		switch action {
 		case End:
-			if _, err := r.sessions.Finish(ctx, s.UserID, s.ID, domain.EventAutoEnd, reason); err != nil {
+			_, err := r.sessions.FinishIf(ctx, s.UserID, s.ID, domain.EventAutoEnd, reason, Guard(s, reason, listedAt))
+			if errors.Is(err, sessions.ErrNoLongerDue) {
+				res.Recovered++
+				r.log.InfoContext(ctx, "reaper left a session that recovered", "session_id", s.ID, "end_reason", reason)
+				continue
+			}
+			if err != nil {
 				res.Failed++
 				r.log.ErrorContext(ctx, "reaper could not end session", "session_id", s.ID, "end_reason", reason, "err", err)
 				continue

@@ -255,7 +255,7 @@ func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event)
 		}
 
 		now := s.now().UTC()
-		params, err := s.startParams(ctx, userID, id, now)
+		params, err := s.startParams(ctx, userID, id, now, 0)
 		if err != nil {
 			return false, err
 		}
@@ -268,7 +268,7 @@ func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event)
 			return false, err
 		}
 		sess.Status, sess.StartedAt, sess.Expiration, sess.WSURI = domain.StatusStarted, now, exp, domain.TryAgain
-		sess.JobDeadline = deadline
+		sess.JobDeadline, sess.ReservedMinutes = deadline, params.Reserve
 		s.send(ctx, sess)
 		out = Started{Session: sess, WSURI: sess.WSURI}
 		return false, nil
@@ -280,8 +280,11 @@ func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event)
 }
 
 // startParams reads the account and checks its limits: a free concurrency
-// slot and minutes left. The store's transaction checks them again.
-func (s *Service) startParams(ctx context.Context, userID, id string, now time.Time) (store.StartParams, error) {
+// slot and at least a minute that running sessions have not reserved. The
+// session reserves its length from the balance (domain.User.Reservation,
+// capped by maxMinutes when > 0); the store's transaction checks it all
+// again.
+func (s *Service) startParams(ctx context.Context, userID, id string, now time.Time, maxMinutes int) (store.StartParams, error) {
 	user, err := s.store.GetUser(ctx, userID)
 	if err != nil {
 		return store.StartParams{}, err
@@ -291,23 +294,30 @@ func (s *Service) startParams(ctx context.Context, userID, id string, now time.T
 		return store.StartParams{}, domain.Errorf(domain.LimitExceeded, "Concurrent session limit reached").
 			WithSuggestion(fmt.Sprintf("The %s plan allows %d concurrent sessions; end a running session or upgrade the plan", plan.Name, plan.MaxConcurrent))
 	}
-	left := user.MinutesRemaining(now)
-	if left <= 0 {
-		return store.StartParams{}, domain.Errorf(domain.LimitExceeded, "No minutes remaining").
-			WithSuggestion("Purchase more minutes or wait for the next billing period, which starts " +
-				user.CurrentPeriod(now).End.Format(time.RFC3339))
+	reserve := user.Reservation(now, maxMinutes)
+	if reserve < 1 {
+		hint := "Purchase more minutes or wait for the next billing period, which starts " +
+			user.CurrentPeriod(now).End.Format(time.RFC3339)
+		if user.ReservedMinutes > 0 {
+			hint = fmt.Sprintf("Your running sessions have reserved the minutes left (%d minutes); end one, or ", user.ReservedMinutes) +
+				strings.ToLower(hint[:1]) + hint[1:]
+		}
+		return store.StartParams{}, domain.Errorf(domain.LimitExceeded, "No minutes remaining").WithSuggestion(hint)
 	}
+	period := user.CurrentPeriod(now)
 	return store.StartParams{
-		SessionID: id, UserID: userID, StartedAt: now, Expiration: domain.Expiration(now, plan, left),
+		SessionID: id, UserID: userID, StartedAt: now, Expiration: domain.Expiration(now, plan, reserve),
 		JobDeadline: now.Add(jobs.ClaimWindow), MaxConcurrent: plan.MaxConcurrent,
-		Period: user.CurrentPeriod(now), IncludedMinutes: plan.IncludedMinutes,
+		Period: period, IncludedMinutes: plan.IncludedMinutes,
+		Reserve: reserve, MinutesLeft: user.MinutesRemaining(now), IncludedUsedWas: user.IncludedUsedIn(period),
+		SamePeriod: user.UsagePeriod == period.Key(), PurchasedWas: user.PurchasedRemaining,
 	}, nil
 }
 
 // CheckQuota tells whether userID could start a session now (the spec's
 // link rule 3: the owner's quota is checked before anything is made).
 func (s *Service) CheckQuota(ctx context.Context, userID string) error {
-	_, err := s.startParams(ctx, userID, "", s.now().UTC())
+	_, err := s.startParams(ctx, userID, "", s.now().UTC(), 0)
 	return err
 }
 
@@ -325,6 +335,9 @@ type Hosted struct {
 	// VoiceID and Transcription are for the voice pipeline (rooms/initiate).
 	VoiceID       string
 	Transcription bool
+	// MaxMinutes caps the session's length below the plan's (a link's
+	// max_session_minutes); 0: the plan's.
+	MaxMinutes int
 }
 
 func (h Hosted) session(now time.Time) domain.Session {
@@ -344,13 +357,13 @@ func (s *Service) StartHosted(ctx context.Context, h Hosted) (domain.Session, er
 	var out domain.Session
 	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
 		now := s.now().UTC()
-		params, err := s.startParams(ctx, h.OwnerID, h.SessionID, now)
+		params, err := s.startParams(ctx, h.OwnerID, h.SessionID, now, h.MaxMinutes)
 		if err != nil {
 			return false, err
 		}
 		sess := h.session(now)
 		sess.Status, sess.StartedAt, sess.Expiration, sess.WSURI = domain.StatusStarted, now, params.Expiration, domain.TryAgain
-		sess.JobDeadline = params.JobDeadline
+		sess.JobDeadline, sess.ReservedMinutes = params.JobDeadline, params.Reserve
 		err = s.store.StartNewSession(ctx, params, sess, h.LinkID, now)
 		if errors.Is(err, store.ErrAccountLimit) {
 			return true, nil // decide again: the limit checks then name the reason
@@ -419,6 +432,19 @@ func (s *Service) End(ctx context.Context, userID, id string) (domain.Session, e
 // EventAutoEnd), bills it and frees its concurrency slot in one
 // transaction, so every session is billed exactly once.
 func (s *Service) Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error) {
+	return s.FinishIf(ctx, userID, id, ev, reason, domain.EndGuard{})
+}
+
+// ErrNoLongerDue answers FinishIf when the session has moved on from the
+// situation the end was decided in (its worker heartbeated again, another
+// worker claimed it): it is left running.
+var ErrNoLongerDue = errors.New("session no longer due to end")
+
+// FinishIf is Finish for ends decided from an earlier read (the reaper's
+// sweep, a worker's own end): it ends the session only while guard still
+// holds, checked on the fresh read and again in the end's transaction, and
+// otherwise returns ErrNoLongerDue.
+func (s *Service) FinishIf(ctx context.Context, userID, id string, ev domain.Event, reason string, guard domain.EndGuard) (domain.Session, error) {
 	var out domain.Session
 	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
 		sess, err := s.store.GetSession(ctx, userID, id)
@@ -433,6 +459,10 @@ func (s *Service) Finish(ctx context.Context, userID, id string, ev domain.Event
 			out = sess
 			return false, nil
 		}
+		if !guard.Holds(sess) {
+			out = sess
+			return false, ErrNoLongerDue
+		}
 		user, err := s.store.GetUser(ctx, userID)
 		if err != nil {
 			return false, err
@@ -445,10 +475,11 @@ func (s *Service) Finish(ctx context.Context, userID, id string, ev domain.Event
 		includedLeft := includedTotal - includedUsed
 		fromIncluded, fromPurchased, bill := domain.Charge(minutes, includedLeft, user.PurchasedRemaining)
 		err = s.store.EndSession(ctx, store.EndParams{
-			SessionID: id, UserID: userID, EndedAt: now, Reason: reason, Billing: bill, Period: period,
+			SessionID: id, LinkID: sess.LinkID, UserID: userID, EndedAt: now, Reason: reason, Billing: bill, Period: period,
 			FromIncluded: fromIncluded, FromPurchased: fromPurchased, SamePeriod: user.UsagePeriod == period.Key(),
 			IncludedHeadroom: fromPurchased == 0 && fromIncluded <= includedLeft,
 			IncludedTotal:    includedTotal, IncludedUsedWas: includedUsed, PurchasedWas: user.PurchasedRemaining,
+			Reserved: sess.ReservedMinutes, Guard: guard,
 		})
 		if errors.Is(err, store.ErrSessionChanged) || errors.Is(err, store.ErrAccountLimit) {
 			return true, nil
@@ -457,6 +488,7 @@ func (s *Service) Finish(ctx context.Context, userID, id string, ev domain.Event
 			return false, err
 		}
 		sess.Status, sess.EndedAt, sess.EndReason, sess.Billing = domain.StatusEnded, now, reason, &bill
+		sess.Room.Token = ""
 		out = sess
 		return false, nil
 	})

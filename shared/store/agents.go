@@ -78,7 +78,7 @@ func (s *Store) agentPuts(tx *dynamo.WriteTx, a domain.Agent) *dynamo.WriteTx {
 
 // CreateAgent stores a new agent and its integer alias.
 func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
-	if err := s.agentPuts(s.db.WriteTx(), a).Run(ctx); err != nil {
+	if err := s.runTx(ctx, s.agentPuts(s.db.WriteTx(), a)); err != nil {
 		return unavailable(err, "create agent")
 	}
 	return nil
@@ -162,10 +162,9 @@ func (s *Store) PutAgent(ctx context.Context, a domain.Agent, updatedWas time.Ti
 
 // DeleteAgent removes one of the user's agents and its alias.
 func (s *Store) DeleteAgent(ctx context.Context, a domain.Agent) error {
-	err := s.db.WriteTx().
+	err := s.runTx(ctx, s.db.WriteTx().
 		Delete(s.agents.Delete("agent_id", a.ID).If("$ = ?", "user_id", a.UserID)).
-		Delete(s.agents.Delete("agent_id", aliasKey(a.Number))).
-		Run(ctx)
+		Delete(s.agents.Delete("agent_id", aliasKey(a.Number))))
 	if _, ok := cancelReasons(err); ok {
 		return domain.ErrAgentNotFound
 	}

@@ -75,7 +75,7 @@ func (s *Store) CreateAvatar(ctx context.Context, a domain.Avatar, q *AvatarQuot
 		}
 		tx = tx.Update(acct)
 	}
-	err := tx.Run(ctx)
+	err := s.runTx(ctx, tx)
 	if failed, ok := cancelReasons(err); ok {
 		if len(failed) > 2 && failed[2] {
 			return ErrAccountLimit
@@ -175,10 +175,9 @@ func (s *Store) UpdateAvatar(ctx context.Context, userID, id string, c AvatarCha
 
 // DeleteAvatar removes the user's avatar and its integer alias.
 func (s *Store) DeleteAvatar(ctx context.Context, a domain.Avatar) error {
-	err := s.db.WriteTx().
+	err := s.runTx(ctx, s.db.WriteTx().
 		Delete(s.avatars.Delete("avatar_id", a.ID).If("$ = ?", "user_id", a.UserID)).
-		Delete(s.avatars.Delete("avatar_id", aliasKey(a.Number))).
-		Run(ctx)
+		Delete(s.avatars.Delete("avatar_id", aliasKey(a.Number))))
 	if _, ok := cancelReasons(err); ok {
 		return domain.ErrAvatarNotFound
 	}

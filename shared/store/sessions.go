@@ -36,6 +36,11 @@ type sessionItem struct {
 	WorkerID      string         `dynamo:"worker_id,omitempty"`
 	LeaseUntil    string         `dynamo:"lease_until,omitempty"`
 	ServedAt      string         `dynamo:"served_at,omitempty"`
+	// PersonJoinedAt: the first person seen in a hosted room (billing starts).
+	PersonJoinedAt string `dynamo:"person_joined_at,omitempty"`
+	// ReservedMinutes: what the start set aside on the account; the end
+	// gives back exactly this.
+	ReservedMinutes int `dynamo:"reserved_minutes,omitempty"`
 	// Running is set only while the session is started: the sparse index
 	// runningIndex then holds exactly the started sessions, which the
 	// reaper reads without scanning the table.
@@ -63,7 +68,8 @@ func toSessionItem(s domain.Session) sessionItem {
 		CreatedAt: formatTime(s.CreatedAt), StartedAt: formatTime(s.StartedAt), EndedAt: formatTime(s.EndedAt),
 		Expiration: formatTime(s.Expiration), WSURI: s.WSURI, JobEnqueuedAt: formatTime(s.JobEnqueuedAt),
 		JobDeadline: formatTime(s.JobDeadline), WorkerID: s.WorkerID, LeaseUntil: formatTime(s.LeaseUntil),
-		ServedAt: formatTime(s.ServedAt), EndReason: s.EndReason, Billing: s.Billing,
+		ServedAt: formatTime(s.ServedAt), PersonJoinedAt: formatTime(s.PersonJoinedAt), ReservedMinutes: s.ReservedMinutes,
+		EndReason: s.EndReason, Billing: s.Billing,
 		AgentID: s.AgentID, LinkID: s.LinkID, RoomName: s.RoomName, VoiceID: s.VoiceID, Transcription: s.Transcription,
 	}
 }
@@ -77,7 +83,8 @@ func (it sessionItem) domain() domain.Session {
 		CreatedAt: parseTime(it.CreatedAt), StartedAt: parseTime(it.StartedAt), EndedAt: parseTime(it.EndedAt),
 		Expiration: parseTime(it.Expiration), WSURI: it.WSURI, JobEnqueuedAt: parseTime(it.JobEnqueuedAt),
 		JobDeadline: parseTime(it.JobDeadline), WorkerID: it.WorkerID, LeaseUntil: parseTime(it.LeaseUntil),
-		ServedAt: parseTime(it.ServedAt), EndReason: it.EndReason, Billing: it.Billing,
+		ServedAt: parseTime(it.ServedAt), PersonJoinedAt: parseTime(it.PersonJoinedAt), ReservedMinutes: it.ReservedMinutes,
+		EndReason: it.EndReason, Billing: it.Billing,
 		AgentID: it.AgentID, LinkID: it.LinkID, RoomName: it.RoomName, VoiceID: it.VoiceID, Transcription: it.Transcription,
 	}
 }
@@ -215,6 +222,17 @@ type StartParams struct {
 	MaxConcurrent     int
 	Period            domain.Period
 	IncludedMinutes   int
+	// Reserve is the minutes set aside for the session (at least 1). The
+	// account as read: the reservation holds only while the balance still
+	// covers every reservation, so the write checks that the minutes left
+	// did not shrink (included_used not above IncludedUsedWas in the same
+	// period, purchased_remaining not below PurchasedWas) and that the
+	// others' reservations stay within MinutesLeft-Reserve.
+	Reserve         int
+	MinutesLeft     int
+	IncludedUsedWas int
+	SamePeriod      bool
+	PurchasedWas    int
 }
 
 // StartSession moves a created session to started and takes a concurrency
@@ -232,21 +250,24 @@ func (s *Store) StartSession(ctx context.Context, p StartParams) error {
 	if !p.Expiration.IsZero() {
 		sess = sess.Set("expiration", formatTime(p.Expiration))
 	}
+	sess = sess.Set("reserved_minutes", p.Reserve)
 	return s.runPair(ctx, s.db.WriteTx().Update(sess).Update(s.takeSlot(p)), "start session")
 }
 
-// takeSlot takes a concurrency slot, only while one is free and some
-// minutes remain.
+// takeSlot takes a concurrency slot and reserves the session's minutes,
+// only while a slot is free and the balance, as the caller read it, still
+// covers every running session's reservation plus this one.
 func (s *Store) takeSlot(p StartParams) *dynamo.Update {
-	minutesLeft := "$ > ?"
-	args := []any{"active_sessions", p.MaxConcurrent, "purchased_remaining", 0}
-	if p.IncludedMinutes > 0 {
-		minutesLeft = "(attribute_not_exists($) OR $ <> ? OR $ < ? OR $ > ?)"
-		args = []any{"active_sessions", p.MaxConcurrent,
-			"usage_period", "usage_period", p.Period.Key(), "included_used", p.IncludedMinutes, "purchased_remaining", 0}
+	u := s.users.Update("user_id", p.UserID).Add("active_sessions", 1).Add("reserved_minutes", p.Reserve).
+		If("$ < ?", "active_sessions", p.MaxConcurrent).
+		If("(attribute_not_exists($) OR $ <= ?)", "reserved_minutes", "reserved_minutes", p.MinutesLeft-p.Reserve).
+		If("$ >= ?", "purchased_remaining", p.PurchasedWas)
+	if p.SamePeriod {
+		return u.If("$ = ? AND $ <= ?", "usage_period", p.Period.Key(), "included_used", p.IncludedUsedWas)
 	}
-	return s.users.Update("user_id", p.UserID).Add("active_sessions", 1).
-		If("$ < ? AND "+minutesLeft, args...)
+	// The counters belong to an earlier period: this period's included
+	// minutes are all left, as long as nothing moved them into it meanwhile.
+	return u.If("(attribute_not_exists($) OR $ <> ?)", "usage_period", "usage_period", p.Period.Key())
 }
 
 // ErrLinkChanged means the link no longer allowed the start (paused,
@@ -260,16 +281,14 @@ var ErrLinkChanged = errors.New("link changed concurrently")
 func (s *Store) StartNewSession(ctx context.Context, p StartParams, sess domain.Session, linkID string, now time.Time) error {
 	it := toSessionItem(sess)
 	it.Running, it.RunningUser = runningValue, sess.UserID
+	it.ReservedMinutes = p.Reserve
 	tx := s.db.WriteTx().
 		Put(s.sessions.Put(it).If("attribute_not_exists($)", "session_id")).
 		Update(s.takeSlot(p))
 	if linkID != "" {
-		tx = tx.Update(s.links.Update("link_id", linkID).Add("uses", 1).
-			If("$ = ? AND $ = ?", "user_id", p.UserID, "status", string(domain.LinkActive)).
-			If("(attribute_not_exists($) OR $ > ?)", "expires_at", "expires_at", formatTime(now)).
-			If("(attribute_not_exists($) OR $ < $)", "use_limit", "uses", "use_limit"))
+		tx = tx.Update(s.takeLinkUse(linkID, p.UserID, now))
 	}
-	err := tx.Run(ctx)
+	err := s.runTx(ctx, tx)
 	if failed, ok := cancelReasons(err); ok {
 		if len(failed) > 2 && failed[2] {
 			return ErrLinkChanged
@@ -288,6 +307,7 @@ func (s *Store) StartNewSession(ctx context.Context, p StartParams, sess domain.
 // EndParams is what an end writes, decided by the caller from fresh reads.
 type EndParams struct {
 	SessionID     string
+	LinkID        string // a session started through a link frees its running slot
 	UserID        string
 	EndedAt       time.Time
 	Reason        string
@@ -308,6 +328,24 @@ type EndParams struct {
 	IncludedTotal    int
 	IncludedUsedWas  int
 	PurchasedWas     int
+	// Reserved is the session's reservation, given back to the account.
+	Reserved int
+	// Guard narrows an automatic end to the situation it was decided in.
+	Guard domain.EndGuard
+}
+
+// guardEnd adds g's conditions to a session's end.
+func guardEnd(u *dynamo.Update, g domain.EndGuard) *dynamo.Update {
+	if g.WorkerID != "" {
+		u = u.If("$ = ?", "worker_id", g.WorkerID)
+	}
+	if g.Unclaimed {
+		u = u.If("attribute_not_exists($)", "worker_id")
+	}
+	if !g.LeaseLapsedBy.IsZero() {
+		u = u.If("$ < ?", "lease_until", formatTime(g.LeaseLapsedBy))
+	}
+	return u
 }
 
 // EndSession moves a started session to ended, records its billing, charges
@@ -322,10 +360,14 @@ func (s *Store) EndSession(ctx context.Context, p EndParams) error {
 		Set("ended_at", formatTime(p.EndedAt)).
 		Set("end_reason", p.Reason).
 		Set("billing", &b).
-		Remove("running", "running_user").
+		// The room token is a credential for someone else's room: it is
+		// kept only while the session may still need to join.
+		Remove("running", "running_user", "room_token").
 		If("$ = ? AND $ = ?", "status", string(domain.StatusStarted), "user_id", p.UserID)
+	sess = guardEnd(sess, p.Guard)
 	acct := s.users.Update("user_id", p.UserID).
 		Add("active_sessions", -1).
+		Add("reserved_minutes", -p.Reserved).
 		Add("purchased_remaining", -p.FromPurchased)
 	key := p.Period.Key()
 	if p.SamePeriod {
@@ -345,12 +387,16 @@ func (s *Store) EndSession(ctx context.Context, p EndParams) error {
 			acct = acct.If("$ = ?", "purchased_remaining", p.PurchasedWas)
 		}
 	}
-	return s.runPair(ctx, s.db.WriteTx().Update(sess).Update(acct), "end session")
+	tx := s.db.WriteTx().Update(sess).Update(acct)
+	if p.LinkID != "" {
+		tx = tx.Update(s.freeLinkSlot(p.LinkID))
+	}
+	return s.runPair(ctx, tx, "end session")
 }
 
 // runPair runs a session+account transaction and names the failed condition.
 func (s *Store) runPair(ctx context.Context, tx *dynamo.WriteTx, what string) error {
-	err := tx.Run(ctx)
+	err := s.runTx(ctx, tx)
 	if err == nil {
 		return nil
 	}
@@ -424,6 +470,15 @@ func (s *Store) ClaimSession(ctx context.Context, id, workerID string, now, leas
 func (s *Store) ReportServing(ctx context.Context, id, workerID, wsURI string, at time.Time) error {
 	return s.workerUpdate(ctx, s.sessions.Update("session_id", id).
 		Set("ws_uri", wsURI).Set("served_at", formatTime(at)), workerID, "report ws_uri")
+}
+
+// ReportPersonJoined records when the renderer first saw a person in a
+// room the service made (billing starts then). Only the first report
+// counts: a later one answers ErrSessionChanged, as does one for a session
+// no longer started or no longer workerID's.
+func (s *Store) ReportPersonJoined(ctx context.Context, id, workerID string, at time.Time) error {
+	return s.workerUpdate(ctx, s.sessions.Update("session_id", id).
+		Set("person_joined_at", formatTime(at)).If("attribute_not_exists($)", "person_joined_at"), workerID, "report first person")
 }
 
 // Heartbeat extends workerID's lease on a session. ErrSessionChanged means

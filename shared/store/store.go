@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/guregu/dynamo/v2"
 
 	"avatarsvc/shared/domain"
@@ -89,6 +90,61 @@ func parseTime(s string) time.Time {
 		t, _ = time.Parse(time.RFC3339Nano, s)
 	}
 	return t
+}
+
+// runTx runs a transaction with an idempotency token, and learns its
+// outcome when an answer is lost. The SDK already re-sends a failed request
+// with the same token, but once its attempts run out (the connection kept
+// dropping after DynamoDB committed, say) the outcome is unknown: reporting
+// it as a failure would lose a session start, a link use or an uploaded
+// avatar that did commit. So an unknown outcome is asked again with the
+// same token, which DynamoDB answers from the committed result for 10
+// minutes, while a definite answer (a failed condition, a bad request) is
+// returned at once.
+func (s *Store) runTx(ctx context.Context, tx *dynamo.WriteTx) error {
+	tx.Idempotent(true)
+	err := tx.Run(ctx)
+	for attempt := 1; err != nil && outcomeUnknown(err) && attempt <= txOutcomeRetries; attempt++ {
+		// The caller's deadline may be what cut the answer off: finding out
+		// what happened is worth a short grace beyond it.
+		askCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txOutcomeTimeout)
+		t := time.NewTimer(time.Duration(attempt) * 100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-askCtx.Done():
+		}
+		err = tx.Run(askCtx)
+		cancel()
+	}
+	return err
+}
+
+// How often and how long runTx asks again for a transaction's outcome.
+const (
+	txOutcomeRetries = 3
+	txOutcomeTimeout = 3 * time.Second
+)
+
+// outcomeUnknown tells whether err leaves open whether the transaction
+// committed: anything but DynamoDB's own definite answers.
+func outcomeUnknown(err error) bool {
+	var canceled *types.TransactionCanceledException
+	var mismatch *types.IdempotentParameterMismatchException
+	var inProgress *types.TransactionInProgressException
+	var apiErr smithy.APIError
+	switch {
+	case errors.As(err, &inProgress):
+		return true // the first attempt is still being applied
+	case errors.As(err, &canceled), errors.As(err, &mismatch):
+		return false
+	case errors.As(err, &apiErr):
+		// A 4xx is DynamoDB refusing the request (validation, throttling
+		// that the SDK gave up on): nothing was written. Server faults and
+		// anything without an answer (timeouts, dropped connections) are
+		// unknown.
+		return apiErr.ErrorFault() != smithy.FaultClient
+	}
+	return true
 }
 
 // unavailable wraps a DynamoDB failure as a retryable service error.

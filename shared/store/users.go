@@ -24,6 +24,7 @@ type userItem struct {
 	PurchasedTotal     int    `dynamo:"purchased_total"`
 	PurchasedRemaining int    `dynamo:"purchased_remaining"`
 	ActiveSessions     int    `dynamo:"active_sessions"`
+	ReservedMinutes    int    `dynamo:"reserved_minutes"`
 }
 
 func toUserItem(u domain.User) userItem {
@@ -32,6 +33,7 @@ func toUserItem(u domain.User) userItem {
 		PeriodStart: formatTime(u.PeriodStart), PeriodEnd: formatTime(u.PeriodEnd), WillRenew: u.WillRenew,
 		UsagePeriod: u.UsagePeriod, IncludedUsed: u.IncludedUsed, AvatarsUsed: u.AvatarsUsed,
 		PurchasedTotal: u.PurchasedTotal, PurchasedRemaining: u.PurchasedRemaining, ActiveSessions: u.ActiveSessions,
+		ReservedMinutes: u.ReservedMinutes,
 	}
 }
 
@@ -41,6 +43,7 @@ func (it userItem) domain() domain.User {
 		PeriodStart: parseTime(it.PeriodStart), PeriodEnd: parseTime(it.PeriodEnd), WillRenew: it.WillRenew,
 		UsagePeriod: it.UsagePeriod, IncludedUsed: it.IncludedUsed, AvatarsUsed: it.AvatarsUsed,
 		PurchasedTotal: it.PurchasedTotal, PurchasedRemaining: it.PurchasedRemaining, ActiveSessions: it.ActiveSessions,
+		ReservedMinutes: it.ReservedMinutes,
 	}
 }
 
