@@ -57,7 +57,7 @@ type Session struct {
 	// end gives it back, so concurrent sessions never spend the same minutes.
 	ReservedMinutes int
 	EndReason       string
-	Billing   *Billing
+	Billing         *Billing
 	// Sessions the service started in a room it created carry where they
 	// came from: the agent (its voice-agent settings), the link, and the
 	// room's name.
