@@ -90,3 +90,33 @@ func TestParallelStartsCannotSpendMinutesTwice(t *testing.T) {
 		t.Errorf("start with %d minutes left: got %d %s", 10-consumed, res.Status, res.Body)
 	}
 }
+
+// TestEndedSessionKeepsNoRoomToken: the room's join token, a credential for
+// the caller's room, is kept while the session may still join and removed
+// by the end.
+func TestEndedSessionKeepsNoRoomToken(t *testing.T) {
+	ctx := context.Background()
+	acct := newAccount(t, "pro")
+	id, _ := createSession(t, acct.LiveKey)
+	if res := call(t, "PUT", "/v1/sessions/"+id+"/start", acct.LiveKey, nil); res.Status != http.StatusOK {
+		t.Fatalf("start: %d %s", res.Status, res.Body)
+	}
+	serve(t, id)
+	running, err := stack.App.Store.GetSession(ctx, acct.User.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running.Room.Token == "" {
+		t.Fatal("a running session has no room token to join with")
+	}
+	if res := call(t, "POST", "/v1/sessions/"+id+"/end", acct.LiveKey, nil); res.Status != http.StatusOK {
+		t.Fatalf("end: %d %s", res.Status, res.Body)
+	}
+	ended, err := stack.App.Store.GetSession(ctx, acct.User.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended.Room.Token != "" || ended.Room.URL == "" {
+		t.Errorf("ended session's room: got token %q url %q, want no token and the url kept", ended.Room.Token, ended.Room.URL)
+	}
+}
