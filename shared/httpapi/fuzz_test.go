@@ -36,6 +36,8 @@ func FuzzRoutes(f *testing.F) {
 		`{"link_id":"lnk_x","aspect_ratio":"9:9"}`, `{"use_limit":1.5,"expires_at":"yesterday"}`,
 		`{"voice_agent":{"provider":"X","agent_id":"","auth_method":"key"}}`, `{"avatar_id":12345678901234567890}`,
 		`{"properties":` + strings.Repeat(`[`, 40) + strings.Repeat(`]`, 40) + `}`,
+		`{"max_concurrent_sessions":0,"max_starts_per_visitor_per_minute":1e300,"max_session_minutes":-1.5,"allowed_origins":["ftp://x"]}`,
+		`{"allowed_origins":[null,"HTTPS://A.example:443/"],"max_concurrent_sessions":null}`, `{"allowed_origins":"x"}`,
 	}
 	params := []string{"sess_01ABC", "avat_01ABC", "1", "0", "-1", "99999999999999999999", "lnk_x", strings.Repeat("Z", 3000),
 		"%00", "..", "catalog/x/y", "\xff\xfe", " "}

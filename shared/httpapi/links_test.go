@@ -148,7 +148,10 @@ func TestLinkUseLimitUnderLoad(t *testing.T) {
 	defer stack.Clock.Advance(time.Minute)
 	acct := newAccount(t, "enterprise")
 	agent := createAgent(t, acct.LiveKey, map[string]any{"name": "Greeter", "avatar_id": "catalog/nasa/eileen-collins"})
-	id := createLink(t, acct.LiveKey, map[string]any{"agent_id": agent["agent_id"], "use_limit": 3})["link_id"].(string)
+	// One address sends them all: its per-visitor limit is raised to the
+	// most, so all 100 race in the start transaction.
+	id := createLink(t, acct.LiveKey, map[string]any{"agent_id": agent["agent_id"], "use_limit": 3,
+		"max_starts_per_visitor_per_minute": 150})["link_id"].(string)
 
 	statuses := make([]int, 100)
 	var wg sync.WaitGroup

@@ -62,9 +62,11 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, key string) (domain.APIKey, error)
 }
 
-// Limiter counts a request against a quota.
+// Limiter counts a request against a quota: the class's, or (AllowWithin)
+// one the caller chooses.
 type Limiter interface {
 	Allow(ctx context.Context, subject string, class ratelimit.Class) (ratelimit.Decision, error)
+	AllowWithin(ctx context.Context, subject string, class ratelimit.Class, limit int) (ratelimit.Decision, error)
 }
 
 // Routes is the whole API surface. Session start endpoints count against the

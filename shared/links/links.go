@@ -89,6 +89,21 @@ type CreateInput struct {
 	Name      *string
 	UseLimit  *int
 	ExpiresAt *time.Time
+	// Policy holds the extensions; its AllowedOrigins are as given (Create
+	// normalizes them).
+	Policy domain.LinkPolicy
+}
+
+// checkPolicy validates p and normalizes its origins.
+func checkPolicy(p domain.LinkPolicy) (domain.LinkPolicy, error) {
+	if p.AllowedOrigins != nil {
+		list, err := domain.NormalizeOrigins(p.AllowedOrigins)
+		if err != nil {
+			return p, err
+		}
+		p.AllowedOrigins = list
+	}
+	return p, p.CheckBounds()
 }
 
 // Create makes an active link to one of the user's agents.
@@ -120,6 +135,9 @@ func (s *Service) Create(ctx context.Context, userID string, in CreateInput) (Li
 		}
 		t := in.ExpiresAt.UTC()
 		l.ExpiresAt = &t
+	}
+	if l.LinkPolicy, err = checkPolicy(in.Policy); err != nil {
+		return Link{}, err
 	}
 	if err := s.store.CreateLink(ctx, l); err != nil {
 		return Link{}, err
@@ -191,13 +209,17 @@ type Changes struct {
 	ClearUseLimit         bool
 	Present               bool // at least one field was given
 	InvalidUseLimitNumber bool // use_limit was a number but not an integer
+	// Policy holds the given extensions (nil: null, which removes the
+	// field); the Set* flags say which were given.
+	Policy                                                        domain.LinkPolicy
+	SetMaxConcurrent, SetVisitorStarts, SetOrigins, SetMaxMinutes bool
 }
 
 // Update applies c to the user's link.
 func (s *Service) Update(ctx context.Context, userID, ref string, c Changes) (Link, error) {
 	if !c.Present {
 		return Link{}, domain.Errorf(domain.Invalid, "No fields to update").
-			WithSuggestion("Pass at least one of name, status, expires_at, use_limit")
+			WithSuggestion("Pass at least one of name, status, expires_at, use_limit, max_concurrent_sessions, max_starts_per_visitor_per_minute, allowed_origins, max_session_minutes")
 	}
 	l, err := s.getOwn(ctx, userID, ref)
 	if err != nil {
@@ -233,6 +255,10 @@ func (s *Service) Update(ctx context.Context, userID, ref string, c Changes) (Li
 		sc.SetUseLimit, sc.UseLimit = true, *c.UseLimit
 	}
 	sc.ClearUseLimit = c.ClearUseLimit
+	if sc.Policy, err = checkPolicy(c.Policy); err != nil {
+		return Link{}, err
+	}
+	sc.SetMaxConcurrent, sc.SetVisitorStarts, sc.SetOrigins, sc.SetMaxMinutes = c.SetMaxConcurrent, c.SetVisitorStarts, c.SetOrigins, c.SetMaxMinutes
 	updated, err := s.store.UpdateLink(ctx, userID, l.ID, sc)
 	if errors.Is(err, store.ErrChanged) {
 		// Deleted meanwhile, or sessions started through it reached the
@@ -308,25 +334,38 @@ const (
 var ErrNoRoomPlatform = domain.Errorf(domain.Internal, "Room platform is not configured on this server").
 	WithSuggestion("The operator must set LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET")
 
-// Start starts a session through a link, following the spec's rules in
-// order: the link is usable; its agent has an avatar image; the owner has a
-// free slot and minutes; a uniquely named room and two tokens are made; the
-// session starts, the link's use is counted and the owner's slot is taken in
-// one transaction. aspectRatio defaults to 4:3 when absent or invalid.
-func (s *Service) Start(ctx context.Context, linkRef, aspectRatio string) (Started, error) {
+// Open reads a link for a start and applies its own rules: the spec's
+// rule 1 (active, unexpired, within use_limit), then the extensions
+// max_concurrent_sessions and allowed_origins (origin is the request's
+// Origin header). The caller then applies its rate limits and calls Start.
+func (s *Service) Open(ctx context.Context, linkRef, origin string) (domain.Link, error) {
 	id, err := domain.ParseLinkID(linkRef)
 	if err != nil {
-		return Started{}, err
-	}
-	if !domain.ValidAspectRatio(aspectRatio) {
-		aspectRatio = "4:3"
+		return domain.Link{}, err
 	}
 	l, err := s.store.GetLink(ctx, id)
 	if err != nil {
-		return Started{}, err
+		return domain.Link{}, err
 	}
 	if err := l.CheckUsable(s.now()); err != nil {
-		return Started{}, err
+		return domain.Link{}, err
+	}
+	if err := l.CheckOrigin(origin); err != nil {
+		return domain.Link{}, err
+	}
+	return l, nil
+}
+
+// Start starts a session through a link Open returned, following the
+// spec's remaining rules in order: its agent has an avatar image; the owner
+// has a free slot and minutes; a uniquely named room and two tokens are
+// made; the session starts, the link's use and running count go up and the
+// owner's slot is taken in one transaction (which checks rule 1 and
+// max_concurrent_sessions again). aspectRatio defaults to 4:3 when absent or
+// invalid; max_session_minutes caps the session's length.
+func (s *Service) Start(ctx context.Context, l domain.Link, aspectRatio string) (Started, error) {
+	if !domain.ValidAspectRatio(aspectRatio) {
+		aspectRatio = "4:3"
 	}
 	ag, err := s.store.GetAgent(ctx, l.UserID, l.AgentID)
 	if errors.Is(err, domain.ErrAgentNotFound) {
@@ -361,14 +400,16 @@ func (s *Service) Start(ctx context.Context, linkRef, aspectRatio string) (Start
 			SessionID: sessionID, OwnerID: l.UserID, KeyMode: domain.ModeLive, Avatar: s.avatars.Source(av),
 			AspectRatio: aspectRatio, RoomName: room.Name, AgentID: ag.ID, LinkID: l.ID,
 			VoiceID: av.VoiceID, Transcription: true, // the link page shows captions
-			Room: domain.Room{Platform: domain.PlatformLiveKit, URL: room.URL, Token: room.RendererToken},
+			Room:       domain.Room{Platform: domain.PlatformLiveKit, URL: room.URL, Token: room.RendererToken},
+			MaxMinutes: maxMinutes(l),
 		})
 		if !errors.Is(err, store.ErrLinkChanged) || attempt >= 3 {
 			break
 		}
-		// Another start took the last use, or the owner paused the link:
-		// re-read it to say which (it may also just have been a race).
-		if l, err = s.store.GetLink(ctx, id); err != nil {
+		// Another start took the last use or running slot, or the owner
+		// paused the link: re-read it to say which (it may also just have
+		// been a race).
+		if l, err = s.store.GetLink(ctx, l.ID); err != nil {
 			return Started{}, err
 		}
 		if err := l.CheckUsable(s.now()); err != nil {
@@ -393,6 +434,13 @@ func (s *Service) Start(ctx context.Context, linkRef, aspectRatio string) (Start
 		}
 	}
 	return Started{SessionID: sessionID, RoomURL: room.URL, ParticipantToken: room.UserToken, AgentIdentity: rooms.AvatarIdentity}, nil
+}
+
+func maxMinutes(l domain.Link) int {
+	if l.MaxSessionMinutes == nil {
+		return 0
+	}
+	return *l.MaxSessionMinutes
 }
 
 // ownerLimit rewords the owner's plan limits for an anonymous visitor, who

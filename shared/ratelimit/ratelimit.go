@@ -16,6 +16,9 @@ const (
 	Read         Class = "read"          // GET
 	Write        Class = "write"         // POST, PUT, DELETE
 	SessionStart Class = "session_start" // the endpoints that start a session (see routes.go)
+	// LinkVisitor is starts through one link from one client address; its
+	// limit is the link's (AllowWithin), not in Limits.
+	LinkVisitor Class = "link_visitor"
 )
 
 // Limits per key and window.
@@ -53,6 +56,12 @@ func (l *Limiter) Allow(ctx context.Context, subject string, class Class) (Decis
 	if !ok {
 		return Decision{}, fmt.Errorf("unknown rate-limit class %q", class)
 	}
+	return l.AllowWithin(ctx, subject, class, limit)
+}
+
+// AllowWithin is Allow with a limit the caller chooses (a link's per-visitor
+// starts); class names the bucket.
+func (l *Limiter) AllowWithin(ctx context.Context, subject string, class Class, limit int) (Decision, error) {
 	now := l.now()
 	start := now.Truncate(Window)
 	end := start.Add(Window)

@@ -41,3 +41,25 @@ func TestAllow(t *testing.T) {
 		t.Errorf("next window: got %+v", d)
 	}
 }
+
+// TestAllowWithin: a caller-chosen limit (a link's per-visitor starts)
+// counts in its own bucket per class and subject.
+func TestAllowWithin(t *testing.T) {
+	now := time.Date(2026, 3, 1, 10, 0, 15, 0, time.UTC)
+	l := New(memCounter{}, func() time.Time { return now })
+	for i := 1; i <= 4; i++ {
+		d, err := l.AllowWithin(context.Background(), "link:a#ip:1", LinkVisitor, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := d.Allowed, i <= 3; got != want || d.Limit != 3 {
+			t.Fatalf("request %d: got %+v, want allowed %v with limit 3", i, d, want)
+		}
+	}
+	if d, _ := l.AllowWithin(context.Background(), "link:a#ip:2", LinkVisitor, 3); !d.Allowed {
+		t.Error("another address shares the visitor's limit")
+	}
+	if d, _ := l.Allow(context.Background(), "link:a#ip:1", SessionStart); !d.Allowed || d.Limit != 150 {
+		t.Errorf("the session-start class: got %+v, want its own bucket of 150", d)
+	}
+}

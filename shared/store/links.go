@@ -22,12 +22,20 @@ type linkItem struct {
 	ExpiresAt string  `dynamo:"expires_at,omitempty"`
 	Preview   bool    `dynamo:"preview,omitempty"`
 	TTL       int64   `dynamo:"ttl,omitempty"` // previews only: DynamoDB removes them later
+	// The policy extensions (domain.LinkPolicy) and the running count.
+	MaxConcurrent     *int     `dynamo:"max_concurrent,omitempty"`
+	VisitorStarts     *int     `dynamo:"visitor_starts,omitempty"`
+	AllowedOrigins    []string `dynamo:"allowed_origins,omitempty"`
+	MaxSessionMinutes *int     `dynamo:"max_session_minutes,omitempty"`
+	Running           int      `dynamo:"running,omitempty"`
 }
 
 func toLinkItem(l domain.Link) linkItem {
 	it := linkItem{
 		LinkID: l.ID, UserID: l.UserID, Name: l.Name, AgentID: l.AgentID, Status: string(l.Status), Uses: l.Uses,
 		UseLimit: l.UseLimit, CreatedAt: formatTime(l.CreatedAt), Preview: l.Preview,
+		MaxConcurrent: l.MaxConcurrent, VisitorStarts: l.VisitorStartsPerMinute, AllowedOrigins: l.AllowedOrigins,
+		MaxSessionMinutes: l.MaxSessionMinutes, Running: l.Running,
 	}
 	if l.ExpiresAt != nil {
 		it.ExpiresAt = formatTime(*l.ExpiresAt)
@@ -42,6 +50,11 @@ func (it linkItem) domain() domain.Link {
 	l := domain.Link{
 		ID: it.LinkID, UserID: it.UserID, Name: it.Name, AgentID: it.AgentID, Status: domain.LinkStatus(it.Status),
 		Uses: it.Uses, UseLimit: it.UseLimit, CreatedAt: parseTime(it.CreatedAt), Preview: it.Preview,
+		LinkPolicy: domain.LinkPolicy{
+			MaxConcurrent: it.MaxConcurrent, VisitorStartsPerMinute: it.VisitorStarts, AllowedOrigins: it.AllowedOrigins,
+			MaxSessionMinutes: it.MaxSessionMinutes,
+		},
+		Running: it.Running,
 	}
 	if it.ExpiresAt != "" {
 		t := parseTime(it.ExpiresAt)
@@ -61,7 +74,7 @@ func (s *Store) CreateLink(ctx context.Context, l domain.Link) error {
 // CreatePreview stores a temporary agent and its preview link together.
 func (s *Store) CreatePreview(ctx context.Context, a domain.Agent, l domain.Link) error {
 	tx := s.agentPuts(s.db.WriteTx(), a).Put(s.links.Put(toLinkItem(l)).If("attribute_not_exists($)", "link_id"))
-	if err := tx.Run(ctx); err != nil {
+	if err := s.runTx(ctx, tx); err != nil {
 		return unavailable(err, "create preview")
 	}
 	return nil
@@ -78,7 +91,33 @@ func (s *Store) GetLink(ctx context.Context, id string) (domain.Link, error) {
 	if err != nil {
 		return domain.Link{}, unavailable(err, "get link")
 	}
+	if it.UserID == "" {
+		// What freeLinkSlot leaves of a link deleted while a session
+		// through it ran: a bare counter.
+		return domain.Link{}, domain.ErrLinkNotFound
+	}
 	return it.domain(), nil
+}
+
+// takeLinkUse is the link's part of the start transaction: the link is
+// still the owner's, active, unexpired, within use_limit and within
+// max_concurrent_sessions; its uses and running count go up.
+func (s *Store) takeLinkUse(linkID, userID string, now time.Time) *dynamo.Update {
+	return s.links.Update("link_id", linkID).Add("uses", 1).Add("running", 1).
+		If("$ = ? AND $ = ?", "user_id", userID, "status", string(domain.LinkActive)).
+		If("(attribute_not_exists($) OR $ > ?)", "expires_at", "expires_at", formatTime(now)).
+		If("(attribute_not_exists($) OR $ < $)", "use_limit", "uses", "use_limit").
+		If("(attribute_not_exists($) OR attribute_not_exists($) OR $ < $)", "max_concurrent", "running", "running", "max_concurrent")
+}
+
+// freeLinkSlot is the link's part of the end transaction: one fewer
+// running session. It has no condition, so an end never fails for the
+// link's sake; on a link deleted meanwhile it leaves a bare counter item
+// that GetLink reads as not found (and the by-user index never sees, as it
+// has no user_id). Sessions started before links counted them make the
+// count go below zero, which only errs on the side of allowing starts.
+func (s *Store) freeLinkSlot(linkID string) *dynamo.Update {
+	return s.links.Update("link_id", linkID).Add("running", -1)
 }
 
 // ListLinks returns a page of the user's links, newest first, without
@@ -113,6 +152,10 @@ type LinkChanges struct {
 	ExpiresAt                  time.Time
 	SetUseLimit, ClearUseLimit bool
 	UseLimit                   int
+	// The policy extensions: Set* writes the field's value in Policy
+	// (nil or empty removes it); fields not set stay.
+	Policy                                                        domain.LinkPolicy
+	SetMaxConcurrent, SetVisitorStarts, SetOrigins, SetMaxMinutes bool
 }
 
 // UpdateLink applies c to the user's link. With a new use_limit the write
@@ -140,6 +183,16 @@ func (s *Store) UpdateLink(ctx context.Context, userID, id string, c LinkChanges
 	if c.ClearUseLimit {
 		u = u.Remove("use_limit")
 	}
+	u = setOrRemove(u, c.SetMaxConcurrent, "max_concurrent", c.Policy.MaxConcurrent)
+	u = setOrRemove(u, c.SetVisitorStarts, "visitor_starts", c.Policy.VisitorStartsPerMinute)
+	u = setOrRemove(u, c.SetMaxMinutes, "max_session_minutes", c.Policy.MaxSessionMinutes)
+	if c.SetOrigins {
+		if c.Policy.AllowedOrigins == nil {
+			u = u.Remove("allowed_origins")
+		} else {
+			u = u.Set("allowed_origins", c.Policy.AllowedOrigins)
+		}
+	}
 	var it linkItem
 	err := u.Value(ctx, &it)
 	if dynamo.IsCondCheckFailed(err) {
@@ -149,6 +202,17 @@ func (s *Store) UpdateLink(ctx context.Context, userID, id string, c LinkChanges
 		return domain.Link{}, unavailable(err, "update link")
 	}
 	return it.domain(), nil
+}
+
+func setOrRemove(u *dynamo.Update, set bool, name string, v *int) *dynamo.Update {
+	switch {
+	case !set:
+		return u
+	case v == nil:
+		return u.Remove(name)
+	default:
+		return u.Set(name, *v)
+	}
 }
 
 // DeleteLink removes one of the user's links.

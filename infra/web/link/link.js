@@ -33,6 +33,8 @@ function friendly(status, message) {
     'This link has reached its use limit': 'This link has already been used as many times as allowed.',
     'Concurrent session limit reached': 'The avatar is busy with other conversations. Please try again in a few minutes.',
     'No minutes remaining': 'The avatar is not available right now: its owner has no conversation minutes left.',
+    'This link has reached its concurrent session limit': 'The avatar is busy with other conversations. Please try again in a few minutes.',
+    'This link cannot be started from this page': 'This conversation can only be opened from its owner\'s website.',
   };
   if (known[message]) return known[message];
   if (status === 429) return 'Too many attempts. Please wait a minute and try again.';
