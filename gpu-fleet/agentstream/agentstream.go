@@ -23,6 +23,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -55,6 +56,18 @@ type segment struct {
 	started   bool   // its first audio went out
 	done      bool   // playback_finished was sent (or queued)
 	abandoned bool   // cleared or superseded: ignore its further bytes
+	dropped   bool   // audio held while waiting was dropped (logged once)
+	cancel    func() // stops the transport buffering the stream (nil: none)
+}
+
+// abandonLocked marks seg abandoned and cancels its stream, so the
+// transport stops buffering bytes nobody will read.
+func (r *Receiver) abandonLocked(seg *segment) {
+	seg.abandoned = true
+	if seg.cancel != nil {
+		go seg.cancel() // never under r.mu: the transport takes its own locks
+		seg.cancel = nil
+	}
 }
 
 // Receiver turns one session's agent streams into playout utterances and
@@ -67,6 +80,7 @@ type Receiver struct {
 	byID     map[uint64]*segment
 	current  *segment // the newest stream
 	open     map[*segment]bool
+	held     int // samples held by segments waiting for their turn
 	calls    chan call
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -110,53 +124,139 @@ func (r *Receiver) enqueue(c call) {
 func (r *Receiver) Close() { r.stopOnce.Do(func() { close(r.stop) }) }
 
 // ErrBadFormat refuses a stream whose attributes are not PCM16 at a
-// supported rate.
-var ErrBadFormat = errors.New("agentstream: unsupported audio format")
+// supported rate; ErrTooLong ends a stream past MaxStreamBytes;
+// ErrTooManyStreams refuses a stream while MaxOpenStreams are open.
+var (
+	ErrBadFormat      = errors.New("agentstream: unsupported audio format")
+	ErrTooLong        = errors.New("agentstream: stream longer than MaxStreamBytes")
+	ErrTooManyStreams = errors.New("agentstream: too many open streams")
+)
+
+// Limits on what one session's agent may send. They bound memory and
+// work whatever the sender does; a well-behaved agent never reaches them.
+const (
+	// MaxStreamBytes caps one stream (one segment, one agent turn): 32 MiB
+	// is about 2.9 min at 48 kHz stereo, 11.6 min at 24 kHz mono. Past it
+	// the segment ends where it got to and the rest is not read.
+	MaxStreamBytes = 32 << 20
+	// MaxOpenStreams caps the streams open at once (one plays, the others
+	// wait for their turn); a further one is refused.
+	MaxOpenStreams = 4
+	// MaxHeld caps the audio held, across the session, by streams waiting
+	// for their turn (60 s at 16 kHz, like the playout buffer's own bound):
+	// such streams are read as their bytes arrive, so nothing piles up in
+	// the transport, and audio past the cap is dropped.
+	MaxHeld = playout.DefaultMaxBuffered
+)
+
+// SampleRates are the sample rates a stream may declare (Hz): those TTS
+// engines and LiveKit Agents produce.
+var SampleRates = []int{8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000}
+
+// Format is a stream's declared audio format.
+type Format struct{ Rate, Channels int }
+
+// ParseFormat reads a stream's attributes ("sample_rate", "num_channels";
+// mono when the latter is absent) and refuses anything but 1 or 2
+// channels at one of SampleRates.
+func ParseFormat(attrs map[string]string) (Format, error) {
+	rate, err1 := strconv.Atoi(attrs["sample_rate"])
+	channels, err2 := strconv.Atoi(attrs["num_channels"])
+	if attrs["num_channels"] == "" {
+		channels, err2 = 1, nil
+	}
+	if err1 != nil || err2 != nil || !slices.Contains(SampleRates, rate) || channels < 1 || channels > 2 {
+		return Format{}, ErrBadFormat
+	}
+	return Format{rate, channels}, nil
+}
 
 // StallTimeout: a stream that brought no data for this long while a newer
 // one waits is abandoned (ended where it stopped), so a stalled stream
 // cannot wedge the avatar.
 const StallTimeout = 500 * time.Millisecond
 
-// HandleStream reads one segment until the stream closes. Segments play in
-// the order their streams began: a newer stream waits for the previous one
-// to close (its data may still be in flight), unless that one stalls.
+// HandleStream reads one segment until the stream closes: Open, then play.
 func (r *Receiver) HandleStream(stream io.Reader, sender string, attrs map[string]string) error {
-	rate, err1 := strconv.Atoi(attrs["sample_rate"])
-	channels, err2 := strconv.Atoi(attrs["num_channels"])
-	if attrs["num_channels"] == "" {
-		channels, err2 = 1, nil
+	play, err := r.Open(sender, attrs)
+	if err != nil {
+		return err
 	}
-	if err1 != nil || err2 != nil || rate < 8000 || rate > 48000 || channels < 1 || channels > 2 {
-		return ErrBadFormat
+	return play(stream)
+}
+
+// Open takes the place of one stream from sender in the order of speech,
+// after every stream opened before it, and returns play, which reads the
+// stream until it closes (call it exactly once). The format is checked
+// here, before anything is read.
+//
+// Segments play in the order they were opened: a newer stream waits for
+// the previous one to close (its data may still be in flight), unless that
+// one stalls. While it waits its audio is read and held (within MaxHeld).
+// When the stream given to play is also an io.Closer, Close is called if
+// the segment is abandoned (cleared, or superseded after a stall) so the
+// transport stops buffering it; the caller should also close it once play
+// returns.
+func (r *Receiver) Open(sender string, attrs map[string]string) (play func(stream io.Reader) error, err error) {
+	f, err := ParseFormat(attrs)
+	if err != nil {
+		return nil, err
 	}
 	seg := &segment{sender: sender, ended: make(chan struct{}), lastData: time.Now()}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.open) >= MaxOpenStreams {
+		return nil, ErrTooManyStreams
+	}
 	prev := r.current
 	r.current = seg
 	r.open[seg] = true
-	r.mu.Unlock()
-	if prev != nil {
-		r.waitFor(prev)
+	return func(stream io.Reader) error { return r.play(seg, prev, f, stream) }, nil
+}
+
+func (r *Receiver) play(seg, prev *segment, f Format, stream io.Reader) error {
+	if c, ok := stream.(io.Closer); ok {
+		r.mu.Lock()
+		abandoned := seg.abandoned
+		seg.cancel = func() { c.Close() }
+		r.mu.Unlock()
+		if abandoned { // cleared before it began
+			return nil
+		}
 	}
+	// turn closes when the previous segment has closed.
+	turn := make(chan struct{})
+	if prev == nil {
+		close(turn)
+	} else {
+		go func() { r.waitFor(prev); close(turn) }()
+	}
+	var held []int16
+	defer func() { r.unhold(len(held)) }()
 
 	var rs *audio.Resampler
-	if rate != playout.SampleRate {
-		rs = audio.NewResampler(rate, playout.SampleRate)
+	if f.Rate != playout.SampleRate {
+		rs = audio.NewResampler(f.Rate, playout.SampleRate)
 	}
-	frameBytes := 2 * channels
+	frameBytes := 2 * f.Channels
 	buf := make([]byte, 32<<10)
 	carry := 0 // bytes of a partial sample frame kept from the last read
+	total := 0
+	var result error
 	for {
 		n, err := stream.Read(buf[carry:])
+		if total += n; total > MaxStreamBytes {
+			n -= total - MaxStreamBytes // keep what fits, end the segment there
+			err, result = ErrTooLong, ErrTooLong
+		}
 		n += carry
 		whole := n - n%frameBytes
 		if whole > 0 {
-			pcm := audio.DecodePCM16(buf[:whole], channels)
+			pcm := audio.DecodePCM16(buf[:whole], f.Channels)
 			if rs != nil {
 				pcm = rs.Process(pcm)
 			}
-			if !r.push(seg, pcm) {
+			if !r.feed(seg, turn, &held, pcm) {
 				return nil
 			}
 		}
@@ -165,13 +265,66 @@ func (r *Receiver) HandleStream(stream io.Reader, sender string, attrs map[strin
 			break
 		}
 	}
+	<-turn
 	if rs != nil {
-		r.push(seg, rs.Flush())
+		held = append(held, rs.Flush()...) // not counted: at most a few samples
 	}
+	r.pushHeld(seg, held)
 	r.mu.Lock()
 	r.closeLocked(seg)
 	r.mu.Unlock()
-	return nil
+	return result
+}
+
+// feed plays pcm once seg's turn has come (first what was held), and holds
+// it until then; false means seg was abandoned and the reader should stop.
+func (r *Receiver) feed(seg *segment, turn <-chan struct{}, held *[]int16, pcm []int16) bool {
+	select {
+	case <-turn:
+		if len(*held) > 0 {
+			ok := r.pushHeld(seg, *held)
+			r.unhold(len(*held))
+			*held = nil
+			if !ok {
+				return false
+			}
+		}
+		return r.push(seg, pcm)
+	default:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if seg.abandoned {
+		return false
+	}
+	seg.lastData = time.Now() // a waiting stream that brings data is not stalled
+	k := min(len(pcm), MaxHeld-r.held)
+	*held = append(*held, pcm[:k]...)
+	r.held += k
+	if k < len(pcm) && !seg.dropped {
+		seg.dropped = true
+		r.log.Warn("agent audio dropped: too much held while waiting for the previous segment", "from", seg.sender)
+	}
+	return true
+}
+
+// pushHeld pushes held audio in read-sized pieces, so that as much of it
+// as the playout buffer has room for is kept (a push is all or nothing).
+func (r *Receiver) pushHeld(seg *segment, held []int16) bool {
+	for len(held) > 0 {
+		k := min(len(held), 8<<10)
+		if !r.push(seg, held[:k]) {
+			return false
+		}
+		held = held[k:]
+	}
+	return true
+}
+
+func (r *Receiver) unhold(n int) {
+	r.mu.Lock()
+	r.held -= n
+	r.mu.Unlock()
 }
 
 // waitFor returns once prev has closed, abandoning it if it stalls.
@@ -186,7 +339,7 @@ func (r *Receiver) waitFor(prev *segment) {
 			r.mu.Lock()
 			if !prev.closed && time.Since(prev.lastData) > StallTimeout {
 				r.log.Warn("agent audio stream stalled; a newer one replaces it", "from", prev.sender)
-				prev.abandoned = true
+				r.abandonLocked(prev)
 				r.closeLocked(prev)
 			}
 			r.mu.Unlock()
@@ -266,7 +419,7 @@ func (r *Receiver) Clear(caller string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for seg := range r.open {
-		seg.abandoned = true
+		r.abandonLocked(seg)
 		r.markClosedLocked(seg)
 		if seg.id == 0 { // nothing of it reached the buffer yet
 			r.finishLocked(seg, 0, true)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -254,5 +255,185 @@ func TestClearWhileANewerStreamWaits(t *testing.T) {
 	w2.Close()
 	if f.tick().Speaking {
 		t.Error("frame after clear: got speaking, want rest")
+	}
+}
+
+// noRead fails the test if the stream is read at all.
+type noRead struct{ t *testing.T }
+
+func (n noRead) Read([]byte) (int, error) {
+	n.t.Error("stream read, want it refused before any data is read")
+	return 0, io.EOF
+}
+
+func TestFormatIsCheckedBeforeAnythingIsRead(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]string
+		want  error
+	}{
+		{"rate not a number", map[string]string{"sample_rate": "x"}, ErrBadFormat},
+		{"rate missing", map[string]string{"num_channels": "1"}, ErrBadFormat},
+		{"rate below the set", map[string]string{"sample_rate": "4000"}, ErrBadFormat},
+		{"rate inside the range but not in the set", map[string]string{"sample_rate": "44000"}, ErrBadFormat},
+		{"rate above the set", map[string]string{"sample_rate": "96000"}, ErrBadFormat},
+		{"six channels", map[string]string{"sample_rate": "16000", "num_channels": "6"}, ErrBadFormat},
+		{"no channels", map[string]string{"sample_rate": "16000", "num_channels": "0"}, ErrBadFormat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := f.r.HandleStream(noRead{t}, "agent", tc.attrs); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for _, rate := range SampleRates {
+		if _, err := ParseFormat(map[string]string{"sample_rate": strconv.Itoa(rate), "num_channels": "2"}); err != nil {
+			t.Errorf("rate %d: got %v, want accepted", rate, err)
+		}
+	}
+}
+
+// endless is a stream that never ends; it counts what was read.
+type endless struct{ n int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	clear(p)
+	e.n += len(p)
+	return len(p), nil
+}
+
+func TestStreamPastMaxStreamBytesIsCut(t *testing.T) {
+	f := newFixture(t)
+	s := &endless{}
+	if err := f.r.HandleStream(s, "agent", mono16k); err != ErrTooLong {
+		t.Fatalf("got %v, want ErrTooLong", err)
+	}
+	if s.n > MaxStreamBytes+64<<10 {
+		t.Errorf("bytes read: got %d, want about MaxStreamBytes (%d)", s.n, MaxStreamBytes)
+	}
+	// The segment ended where it got to: it finishes once played.
+	for f.buf.Buffered() > 0 {
+		f.tick()
+	}
+	f.tick()
+	if got := f.rec.finished(t, 1); len(got) != 1 || got[0]["interrupted"] != false {
+		t.Errorf("finished: got %v, want one, not interrupted", got)
+	}
+}
+
+// openStream starts a segment on a pipe; the receiver may cancel it by
+// closing the pipe, as it cancels the room's streams.
+func openStream(t *testing.T, f *fixture) (w *io.PipeWriter, done chan error) {
+	pr, pw := io.Pipe()
+	done = make(chan error, 1)
+	go func() { done <- f.r.HandleStream(pr, "agent", mono16k) }()
+	t.Cleanup(func() { pw.Close() })
+	return pw, done
+}
+
+func TestOpenStreamsAreCappedAndClearCancelsThem(t *testing.T) {
+	f := newFixture(t)
+	var writers []*io.PipeWriter
+	var dones []chan error
+	for i := 0; i < MaxOpenStreams; i++ {
+		w, done := openStream(t, f)
+		writers, dones = append(writers, w), append(dones, done)
+	}
+	waitOpen(t, f.r, MaxOpenStreams)
+	if err := f.r.HandleStream(noRead{t}, "agent", mono16k); err != ErrTooManyStreams {
+		t.Fatalf("stream %d: got %v, want ErrTooManyStreams", MaxOpenStreams+1, err)
+	}
+	// A clear cancels every open stream: the transport may stop buffering
+	// them, and each handler returns.
+	f.r.Clear("agent")
+	for i, w := range writers {
+		select {
+		case <-dones[i]:
+		case <-time.After(2 * time.Second):
+			t.Errorf("stream %d: handler still running after clear", i+1)
+		}
+		// Nobody reads a pipe once its handler returned: a write returns
+		// only if the stream was cancelled (closed).
+		wrote := make(chan error, 1)
+		go func() { _, err := w.Write([]byte{0, 0}); wrote <- err }()
+		select {
+		case err := <-wrote:
+			if err != io.ErrClosedPipe {
+				t.Errorf("stream %d after clear: write got %v, want ErrClosedPipe (cancelled)", i+1, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("stream %d after clear: not cancelled", i+1)
+		}
+	}
+	f.stream(t, pcm16(playout.FrameSamples, 1), mono16k) // room again
+}
+
+func waitOpen(t *testing.T, r *Receiver, n int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		r.mu.Lock()
+		got := len(r.open)
+		r.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("open streams: got %d, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestWaitingStreamIsReadAndHeldWithinBound(t *testing.T) {
+	f := newFixture(t)
+	first, firstDone := openStream(t, f)
+	first.Write(pcm16(playout.FrameSamples, 1))
+	waitBuffered(t, f.buf, playout.FrameSamples)
+	// The first keeps trickling, so it does not count as stalled.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				first.Write(pcm16(16, 1))
+			}
+		}
+	}()
+	// The second sends more than MaxHeld while it waits: every write goes
+	// through (a pipe write returns once read), and what is held stays
+	// within the bound.
+	second, secondDone := openStream(t, f)
+	chunk := pcm16(playout.SampleRate, 1) // 1 s
+	for i := 0; i < MaxHeld/playout.SampleRate+10; i++ {
+		if _, err := second.Write(chunk); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	f.r.mu.Lock()
+	held := f.r.held
+	f.r.mu.Unlock()
+	if held > MaxHeld {
+		t.Errorf("held while waiting: got %d samples, want <= %d", held, MaxHeld)
+	}
+	close(stop)
+	first.Close()
+	second.Close()
+	for _, done := range []chan error{firstDone, secondDone} {
+		if err := <-done; err != nil {
+			t.Errorf("handler: %v", err)
+		}
+	}
+	f.r.mu.Lock()
+	held = f.r.held
+	f.r.mu.Unlock()
+	if held != 0 {
+		t.Errorf("held after both ended: got %d, want 0", held)
+	}
+	if got, want := f.buf.Buffered(), playout.DefaultMaxBuffered; got < want-playout.SampleRate {
+		t.Errorf("buffered once the second's turn came: got %d samples, want about %d (what it held)", got, want)
 	}
 }

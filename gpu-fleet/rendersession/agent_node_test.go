@@ -23,7 +23,7 @@ func runNodeAgent(t *testing.T, st *stack, roomName, identity, mode string, out 
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := room.Token(st.lk.APIKey, st.lk.APISecret, roomName, identity, time.Hour)
+	token, err := room.AgentToken(st.lk.APIKey, st.lk.APISecret, roomName, identity, nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

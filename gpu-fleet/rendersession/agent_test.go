@@ -34,7 +34,14 @@ type goAgent struct {
 
 func joinAgent(t *testing.T, st *stack, roomName string) *goAgent {
 	t.Helper()
-	token, err := room.Token(st.lk.APIKey, st.lk.APISecret, roomName, "voice-agent", time.Hour)
+	return joinAgentAs(t, st, roomName, "voice-agent")
+}
+
+// joinAgentAs joins a voice agent (participant kind agent, as LiveKit's
+// dispatch makes one) called identity.
+func joinAgentAs(t *testing.T, st *stack, roomName, identity string) *goAgent {
+	t.Helper()
+	token, err := room.AgentToken(st.lk.APIKey, st.lk.APISecret, roomName, identity, nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

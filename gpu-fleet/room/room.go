@@ -23,7 +23,6 @@ import (
 	"github.com/pion/webrtc/v4"
 	"github.com/pion/webrtc/v4/pkg/media"
 
-	"avatarsvc/gpu-fleet/agentstream"
 	"avatarsvc/shared/rooms"
 )
 
@@ -48,9 +47,10 @@ const (
 )
 
 // AgentAudio is the avatar side of LiveKit Agents' avatar protocol
-// (*agentstream.Receiver).
+// (*agentstream.Receiver): Open takes a stream's place in the order of
+// speech (or refuses it) and returns play, which reads it.
 type AgentAudio interface {
-	HandleStream(stream io.Reader, sender string, attrs map[string]string) error
+	Open(sender string, attrs map[string]string) (play func(stream io.Reader) error, err error)
 	Clear(caller string)
 }
 
@@ -72,7 +72,10 @@ type Config struct {
 	ExpiresAt time.Time
 	// AgentAudio, when set, receives speech from a LiveKit Agents voice
 	// agent in the room (byte streams on agentstream.Topic, and the
-	// lk.clear_buffer RPC); see gpu-fleet/agentstream.
+	// lk.clear_buffer RPC); see gpu-fleet/agentstream. Only the agent the
+	// session follows is heard: a participant of kind agent whose identity
+	// is Token's lk.publish_on_behalf attribute, or any participant of kind
+	// agent when Token names none (see agentGate).
 	AgentAudio AgentAudio
 	// Listener, when set, hears the people in the room: who joins, and
 	// their microphones (see Listener). Without it the avatar subscribes to
@@ -175,21 +178,9 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 	lk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(log.Handler())))
 	if a := cfg.AgentAudio; a != nil {
 		// Registered before joining: an agent may start as soon as it sees
-		// the avatar's video.
-		err := lk.RegisterByteStreamHandler(agentstream.Topic, func(reader *lksdk.ByteStreamReader, sender string) {
-			go func() {
-				if err := a.HandleStream(reader, sender, reader.Info.Attributes); err != nil {
-					log.Warn("agent audio stream refused", "from", sender, "err", err)
-				}
-			}()
-		})
-		if err == nil {
-			err = lk.RegisterRpcMethod(agentstream.RPCClearBuffer, func(d lksdk.RpcInvocationData) (string, error) {
-				a.Clear(d.CallerIdentity)
-				return "", nil
-			})
-		}
-		if err != nil {
+		// the avatar's video. Only the agent the session follows is heard
+		// (agentaudio.go).
+		if err := registerAgentAudio(lk, a, cfg.Token, log); err != nil {
 			return nil, fmt.Errorf("room: agent audio: %w", err)
 		}
 	}

@@ -119,7 +119,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // runAgent runs the Node agent's bench mode and returns when it handed each
 // segment's first frame to the framework.
 func runAgent(ctx context.Context, root string, lk *localstack.LiveKit, n, onset int) ([]time.Time, error) {
-	token, err := room.Token(lk.APIKey, lk.APISecret, roomName, "bench-agent", time.Hour)
+	// A voice agent is a participant of kind agent: the avatar hears no other.
+	token, err := room.AgentToken(lk.APIKey, lk.APISecret, roomName, "bench-agent", nil, time.Hour)
 	if err != nil {
 		return nil, err
 	}
