@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -127,6 +128,22 @@ func normalizeOrigin(s string) (string, bool) {
 		host += ":" + port
 	}
 	return u.Scheme + "://" + host, true
+}
+
+// VisitorAddress is what one visitor's starts are counted by: an IPv4
+// address, or the /64 network of an IPv6 one (what one subscriber usually
+// gets, so a host cannot step through its own addresses to start more).
+func VisitorAddress(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64)
+	return p.String()
 }
 
 // ErrLinkOrigin refuses a start from a page the link's owner did not allow.

@@ -78,3 +78,19 @@ func TestLinkPolicy(t *testing.T) {
 		}
 	})
 }
+
+func TestVisitorAddress(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"203.0.113.7", "203.0.113.7"},
+		{"::ffff:203.0.113.7", "203.0.113.7"},
+		{"2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2::1", "2001:db8:1:2::/64"},
+		{"fe80::1%eth0", "fe80::/64"},
+		{"not an address", "not an address"},
+	}
+	for _, tt := range tests {
+		if got := VisitorAddress(tt.in); got != tt.want {
+			t.Errorf("VisitorAddress(%q): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -233,7 +233,7 @@ func handleStartViaLink(svc *links.Service, limiter Limiter) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := admit(w, r, limiter, "link:"+l.ID+"#ip:"+clientIP(r), ratelimit.LinkVisitor, l.VisitorStartLimit()); err != nil {
+		if err := admit(w, r, limiter, "link:"+l.ID+"#ip:"+domain.VisitorAddress(clientIP(r)), ratelimit.LinkVisitor, l.VisitorStartLimit()); err != nil {
 			return err
 		}
 		if err := admit(w, r, limiter, "link:"+l.ID, ratelimit.SessionStart, ratelimit.Limits[ratelimit.SessionStart]); err != nil {
