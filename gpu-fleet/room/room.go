@@ -70,6 +70,14 @@ type Config struct {
 	JoinTimeout time.Duration
 	// ExpiresAt ends the session when it passes; zero means never.
 	ExpiresAt time.Time
+	// PeopleOnly: only people (standard and SIP participants) keep the
+	// session alive and count as joined, not agents: in rooms the service
+	// created the voice agent comes with the avatar, and a session nobody
+	// came to must end (JoinTimeout) without billing. OnFirstPerson, when
+	// set, is called once, on its own goroutine, when the first person is
+	// seen.
+	PeopleOnly    bool
+	OnFirstPerson func(at time.Time)
 	// AgentAudio, when set, receives speech from a LiveKit Agents voice
 	// agent in the room (byte streams on agentstream.Topic, and the
 	// lk.clear_buffer RPC); see gpu-fleet/agentstream. Only the agent the
@@ -92,7 +100,9 @@ type Room struct {
 	video *lksdk.LocalTrack
 	audio *lksdk.LocalTrack
 
-	presence *presence
+	presence   *presence
+	cfg        Config
+	personSeen bool // OnFirstPerson was called (watch's own)
 
 	// keyframeWanted is set when a receiver asks for a keyframe (PLI/FIR),
 	// for example a viewer that just subscribed.
@@ -128,6 +138,7 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 	}
 	r := &Room{
 		log:      log,
+		cfg:      cfg,
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		captions: make(chan Caption, 64),
@@ -349,7 +360,12 @@ func (r *Room) watch() {
 			r.mu.Lock()
 			reconnecting := r.reconnecting || r.lk.ConnectionState() == lksdk.ConnectionStateReconnecting
 			r.mu.Unlock()
-			if reason := r.presence.observe(now, r.others(), reconnecting); reason != NotEnded {
+			others := r.others()
+			if others > 0 && !r.personSeen && r.cfg.OnFirstPerson != nil {
+				r.personSeen = true
+				go r.cfg.OnFirstPerson(now)
+			}
+			if reason := r.presence.observe(now, others, reconnecting); reason != NotEnded {
 				r.log.Info("ending session", "end_reason", reason.String())
 				r.end(reason)
 				return
@@ -359,11 +375,15 @@ func (r *Room) watch() {
 }
 
 // others counts the participants a viewer could be: recorders (egress)
-// and the avatar's own identity do not keep a session alive.
+// and the avatar's own identity do not keep a session alive, nor, with
+// PeopleOnly, anyone who is not a person.
 func (r *Room) others() int {
 	n := 0
 	for _, p := range r.lk.GetRemoteParticipants() {
 		if p.Identity() == AgentIdentity || p.Kind() == lksdk.ParticipantEgress {
+			continue
+		}
+		if r.cfg.PeopleOnly && p.Kind() != lksdk.ParticipantStandard && p.Kind() != lksdk.ParticipantSIP {
 			continue
 		}
 		n++
