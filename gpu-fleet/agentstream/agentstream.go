@@ -266,10 +266,9 @@ func (r *Receiver) play(seg, prev *segment, f Format, stream io.Reader) error {
 		}
 	}
 	<-turn
-	if rs != nil {
-		held = append(held, rs.Flush()...) // not counted: at most a few samples
+	if r.pushHeld(seg, held) && rs != nil {
+		r.push(seg, rs.Flush())
 	}
-	r.pushHeld(seg, held)
 	r.mu.Lock()
 	r.closeLocked(seg)
 	r.mu.Unlock()

@@ -325,9 +325,13 @@ func TestStreamPastMaxStreamBytesIsCut(t *testing.T) {
 // openStream starts a segment on a pipe; the receiver may cancel it by
 // closing the pipe, as it cancels the room's streams.
 func openStream(t *testing.T, f *fixture) (w *io.PipeWriter, done chan error) {
+	return openStreamAs(t, f, mono16k)
+}
+
+func openStreamAs(t *testing.T, f *fixture, attrs map[string]string) (w *io.PipeWriter, done chan error) {
 	pr, pw := io.Pipe()
 	done = make(chan error, 1)
-	go func() { done <- f.r.HandleStream(pr, "agent", mono16k) }()
+	go func() { done <- f.r.HandleStream(pr, "agent", attrs) }()
 	t.Cleanup(func() { pw.Close() })
 	return pw, done
 }
@@ -406,8 +410,9 @@ func TestWaitingStreamIsReadAndHeldWithinBound(t *testing.T) {
 	// The second sends more than MaxHeld while it waits: every write goes
 	// through (a pipe write returns once read), and what is held stays
 	// within the bound.
-	second, secondDone := openStream(t, f)
-	chunk := pcm16(playout.SampleRate, 1) // 1 s
+	// At 24 kHz, so the resampler's tail is played too.
+	second, secondDone := openStreamAs(t, f, map[string]string{"sample_rate": "24000"})
+	chunk := pcm16(24000, 1) // 1 s
 	for i := 0; i < MaxHeld/playout.SampleRate+10; i++ {
 		if _, err := second.Write(chunk); err != nil {
 			t.Fatalf("write %d: %v", i, err)

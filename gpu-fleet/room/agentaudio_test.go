@@ -1,6 +1,7 @@
 package room
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -31,5 +32,27 @@ func TestPublishOnBehalfIsReadFromTheAvatarsToken(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSenderOrderKeepsEachSendersStreamsInOrder(t *testing.T) {
+	o := newSenderOrder()
+	var got []string
+	a0, a1, b0 := o.take("a"), o.take("a"), o.take("b")
+	done := make(chan struct{})
+	go func() {
+		// a's second stream was decided first: it waits for a's first.
+		o.inTurn("a", a1, func() { got = append(got, "a1") })
+		close(done)
+	}()
+	// Another sender never waits on a's streams (this would deadlock).
+	o.inTurn("b", b0, func() { got = append(got, "b0") })
+	o.inTurn("a", a0, func() { got = append(got, "a0") })
+	<-done
+	if want := []string{"b0", "a0", "a1"}; !slices.Equal(got, want) {
+		t.Errorf("order: got %v, want %v", got, want)
+	}
+	if len(o.queues) != 0 {
+		t.Errorf("queues kept after every turn: got %d, want 0", len(o.queues))
 	}
 }
