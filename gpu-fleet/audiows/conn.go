@@ -65,17 +65,28 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.open.Add(-1)
+	// Per client first: a client at its own cap must not use up a place
+	// of the global one on the way to being refused.
+	client := clientOf(r, s.limits.TrustedProxies)
+	if !s.pending.acquire(client, s.limits.MaxPendingPerClient) {
+		http.Error(w, "too many connections from your address awaiting session.init, retry later", http.StatusServiceUnavailable)
+		return
+	}
 	if s.unauthenticated.Add(1) > int64(s.limits.MaxUnauthenticated) {
 		s.unauthenticated.Add(-1)
+		s.pending.release(client)
 		http.Error(w, "too many connections awaiting session.init, retry later", http.StatusServiceUnavailable)
 		return
 	}
 	authenticating := true
-	defer func() {
+	settle := func() {
 		if authenticating {
+			authenticating = false
 			s.unauthenticated.Add(-1)
+			s.pending.release(client)
 		}
-	}()
+	}
+	defer settle()
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader already answered with an HTTP error
@@ -100,8 +111,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	ep := c.handshake(s, pathID)
-	authenticating = false
-	s.unauthenticated.Add(-1)
+	settle()
 	if ep == nil {
 		c.discardUntilClosed()
 		return

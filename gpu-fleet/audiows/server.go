@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,8 +42,12 @@ type Limits struct {
 	// HardMessageBytes: larger messages close the connection, because
 	// even discarding them costs too much (default 4 x MaxMessageBytes).
 	HardMessageBytes int64
-	// InitTimeout: time allowed for session.init (default 10 s).
+	// InitTimeout: time allowed for session.init after the upgrade
+	// (default 5 s): a client sends it as soon as the socket opens.
 	InitTimeout time.Duration
+	// HeaderTimeout: time allowed for the upgrade request's headers
+	// (default 5 s; HTTPServer). A socket that sends nothing is closed then.
+	HeaderTimeout time.Duration
 	// PingInterval: how often the server pings (default 20 s).
 	PingInterval time.Duration
 	// PongWait: a connection silent for this long (no message, no pong) is
@@ -61,8 +66,17 @@ type Limits struct {
 	// upgrade is refused with HTTP 503 (default 512).
 	MaxConnections int
 	// MaxUnauthenticated caps connections that have not yet sent a valid
-	// session.init (default 64), so idle sockets cannot crowd out clients.
+	// session.init, from all clients together (default 128, at most
+	// MaxConnections), so idle sockets cannot crowd out sessions.
 	MaxUnauthenticated int
+	// MaxPendingPerClient caps the connections one client (an IPv4
+	// address, an IPv6 /64) may have waiting for session.init (default 4),
+	// so one address cannot take the places MaxUnauthenticated leaves.
+	MaxPendingPerClient int
+	// TrustedProxies: connections from these addresses are proxies, and
+	// the client is the nearest X-Forwarded-For entry outside them. Empty
+	// (the default): the header is ignored, as any client can write it.
+	TrustedProxies []netip.Prefix
 }
 
 func (l Limits) withDefaults() Limits {
@@ -73,7 +87,10 @@ func (l Limits) withDefaults() Limits {
 		l.HardMessageBytes = 4 * l.MaxMessageBytes
 	}
 	if l.InitTimeout <= 0 {
-		l.InitTimeout = 10 * time.Second
+		l.InitTimeout = 5 * time.Second
+	}
+	if l.HeaderTimeout <= 0 {
+		l.HeaderTimeout = 5 * time.Second
 	}
 	if l.PingInterval <= 0 {
 		l.PingInterval = 20 * time.Second
@@ -94,7 +111,10 @@ func (l Limits) withDefaults() Limits {
 		l.MaxConnections = 512
 	}
 	if l.MaxUnauthenticated <= 0 {
-		l.MaxUnauthenticated = 64
+		l.MaxUnauthenticated = min(128, l.MaxConnections)
+	}
+	if l.MaxPendingPerClient <= 0 {
+		l.MaxPendingPerClient = 4
 	}
 	return l
 }
@@ -110,8 +130,10 @@ type Server struct {
 	upgrader websocket.Upgrader
 	mux      *http.ServeMux
 
-	// open and unauthenticated count connections against the limits.
+	// open and unauthenticated count connections against the limits;
+	// pending counts the unauthenticated ones per client.
 	open, unauthenticated atomic.Int64
+	pending               pendingByClient
 
 	mu       sync.Mutex
 	sessions map[string]*Endpoint

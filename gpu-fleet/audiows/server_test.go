@@ -72,6 +72,11 @@ func dial(t *testing.T, url string) *client {
 	if err != nil {
 		t.Fatalf("dial %s: %v", url, err)
 	}
+	return newClient(t, ws)
+}
+
+// newClient reads ws's messages into the client's queue.
+func newClient(t *testing.T, ws *websocket.Conn) *client {
 	c := &client{t: t, ws: ws, msgs: make(chan message, 1024), done: make(chan error, 1)}
 	go func() {
 		for {

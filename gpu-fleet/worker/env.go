@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -49,6 +50,9 @@ type Settings struct {
 	GracePeriod             time.Duration // ROOM_GRACE_PERIOD
 	JoinTimeout             time.Duration // ROOM_JOIN_TIMEOUT
 	MaxConnections          int           // WS_MAX_CONNECTIONS
+	// TrustedProxies: load balancers in front of the ws_uri listener whose
+	// X-Forwarded-For names the client (WS_TRUSTED_PROXIES, none).
+	TrustedProxies []netip.Prefix
 	// GroupName and HookName: in an autoscaling group, the worker watches
 	// the instance's target lifecycle state and completes HookName when
 	// empty (ASG_NAME, ASG_LIFECYCLE_HOOK).
@@ -118,7 +122,9 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 			s.RoomPolicy.AllowHosts = append(s.RoomPolicy.AllowHosts, strings.TrimSpace(h))
 		}
 	}
-	errs = append(errs, err1, err2)
+	var err3 error
+	s.TrustedProxies, err3 = netguard.ParsePrefixes(getenv("WS_TRUSTED_PROXIES"))
+	errs = append(errs, err1, err2, err3)
 	if (s.TLSCertFile == "") != (s.TLSKeyFile == "") {
 		errs = append(errs, errors.New("TLS_CERT_FILE and TLS_KEY_FILE go together"))
 	}
@@ -161,7 +167,7 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 	// The LiveKit SDK and pion log through the SDK's package logger; send it
 	// to the worker's JSON log instead of stderr.
 	lksdk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(log.Handler())))
-	audio := audiows.NewServer(log, audiows.Limits{MaxConnections: s.MaxConnections})
+	audio := audiows.NewServer(log, audiows.Limits{MaxConnections: s.MaxConnections, TrustedProxies: s.TrustedProxies})
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("ws_uri listener: %w", err)
@@ -173,7 +179,7 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 		}
 		s.Worker.AdvertiseURL = scheme + "://" + ln.Addr().String()
 	}
-	srv := &http.Server{Handler: audio, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := audio.HTTPServer(slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	go func() {
 		var err error
 		if s.TLSCertFile != "" {
