@@ -82,17 +82,27 @@ func (p Policy) HostAllowed(host string) bool {
 	return false
 }
 
-// CheckURL decides, before a dial the guard cannot wrap (the LiveKit SDK
-// dials itself), whether raw may be reached: its host must pass AllowHosts,
-// and every address it resolves to must be allowed.
+// CheckURL decides up front whether raw may be reached: its host must pass
+// AllowHosts, and every address it resolves to must be allowed. It lets a
+// caller refuse a room early with a clear reason; the connections
+// themselves still go through Dialer (see gpu-fleet/room's guard), since
+// the name may resolve differently by then.
 func (p Policy) CheckURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Hostname() == "" {
 		return fmt.Errorf("%w: %q is not a URL with a host", ErrHostNotAllowed, raw)
 	}
-	host := u.Hostname()
+	_, err = p.Resolve(ctx, u.Hostname())
+	return err
+}
+
+// Resolve returns host's addresses when host passes AllowHosts and every
+// address it resolves to is allowed (an IP literal is its own address).
+// A caller that then connects to one of them has pinned the name to what
+// was checked.
+func (p Policy) Resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	if !p.HostAllowed(host) {
-		return fmt.Errorf("%w: %s", ErrHostNotAllowed, host)
+		return nil, fmt.Errorf("%w: %s", ErrHostNotAllowed, host)
 	}
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
@@ -100,17 +110,24 @@ func (p Policy) CheckURL(ctx context.Context, raw string) error {
 	} else {
 		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		if err != nil {
-			return fmt.Errorf("resolve %s: %w", host, err)
+			return nil, fmt.Errorf("resolve %s: %w", host, err)
 		}
 		addrs = ips
 	}
 	g := p.guardian()
-	for _, a := range addrs {
-		if err := g.SafeAddr(a.Unmap()); err != nil {
-			return fmt.Errorf("%w: %s resolves to %s", ErrAddressNotAllowed, host, a)
+	for i, a := range addrs {
+		addrs[i] = a.Unmap()
+		if err := g.SafeAddr(addrs[i]); err != nil {
+			return nil, fmt.Errorf("%w: %s resolves to %s", ErrAddressNotAllowed, host, a)
 		}
 	}
-	return nil
+	return addrs, nil
+}
+
+// AddrAllowed reports whether a may be reached (an ICE candidate's address,
+// for instance).
+func (p Policy) AddrAllowed(a netip.Addr) bool {
+	return a.IsValid() && p.guardian().SafeAddr(a.Unmap()) == nil
 }
 
 // ParsePrefixes reads a comma-separated list of CIDR prefixes or single

@@ -108,3 +108,63 @@ func TestParsePrefixes(t *testing.T) {
 		})
 	}
 }
+
+func TestAddrAllowed(t *testing.T) {
+	p := Policy{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+	tests := []struct {
+		addr string
+		want bool
+	}{
+		{"93.184.216.34", true},
+		{"127.0.0.1", true},
+		{"::ffff:127.0.0.1", true},
+		{"127.0.0.2", false},
+		{"10.0.0.1", false},
+		{"169.254.169.254", false},
+		{"::1", false},
+		{"fd00::2", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			if got := p.AddrAllowed(netip.MustParseAddr(tt.addr)); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if (Policy{}).AddrAllowed(netip.Addr{}) {
+		t.Error("the zero address: got allowed, want refused")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	loopback := Policy{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}}
+	tests := []struct {
+		name    string
+		policy  Policy
+		host    string
+		want    string // first address
+		wantErr error
+	}{
+		{"IP literal", Policy{}, "93.184.216.34", "93.184.216.34", nil},
+		{"mapped literal is unmapped", loopback, "::ffff:127.0.0.1", "127.0.0.1", nil},
+		{"name whose every address is allowed", loopback, "localhost", "", nil},
+		{"name resolving to a refused address", Policy{}, "localhost", "", ErrAddressNotAllowed},
+		{"host off the allowlist", Policy{AllowHosts: []string{".livekit.cloud"}}, "93.184.216.34", "", ErrHostNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			got, err := tt.policy.Resolve(ctx, tt.host)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err: got %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && len(got) == 0 {
+				t.Fatal("got no addresses, want at least one")
+			}
+			if tt.want != "" && got[0].String() != tt.want {
+				t.Errorf("got %v, want %s first", got, tt.want)
+			}
+		})
+	}
+}

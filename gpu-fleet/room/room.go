@@ -89,6 +89,11 @@ type Config struct {
 	// their microphones (see Listener). Without it the avatar subscribes to
 	// nothing.
 	Listener Listener
+	// Guard, when set, is the address policy for every connection made for
+	// the room: the signal WebSocket and its /rtc/validate fallback (and
+	// their redirects and reconnects), ICE servers and ICE candidates (see
+	// guard.go). The worker sets it; without it the SDK dials as it likes.
+	Guard Guard
 
 	Logger *slog.Logger
 }
@@ -103,6 +108,8 @@ type Room struct {
 	presence   *presence
 	cfg        Config
 	personSeen bool // OnFirstPerson was called (watch's own)
+
+	relay *signalRelay // with Config.Guard: the SDK's way to the server
 
 	// keyframeWanted is set when a receiver asks for a keyframe (PLI/FIR),
 	// for example a viewer that just subscribed.
@@ -195,10 +202,24 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 			return nil, fmt.Errorf("room: agent audio: %w", err)
 		}
 	}
+	joinURL := cfg.URL
+	if cfg.Guard != nil {
+		relay, err := startSignalRelay(cfg.URL, cfg.Guard, log)
+		if err != nil {
+			return nil, fmt.Errorf("room: %w", err)
+		}
+		r.relay, joinURL = relay, relay.URL()
+	}
+	joinedOK := false
+	defer func() {
+		if !joinedOK {
+			r.relay.Close()
+		}
+	}()
 	joined := make(chan error, 1)
 	go func() {
 		// The SDK's join takes no context; it has its own timeouts.
-		joined <- lk.JoinWithToken(cfg.URL, cfg.Token, lksdk.WithAutoSubscribe(false))
+		joined <- lk.JoinWithToken(joinURL, cfg.Token, lksdk.WithAutoSubscribe(false))
 	}()
 	select {
 	case err := <-joined:
@@ -230,6 +251,7 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 	if cfg.Listener != nil {
 		r.listenToPresent(cfg.Listener)
 	}
+	joinedOK = true
 	return r, nil
 }
 
@@ -335,6 +357,7 @@ func (r *Room) Leave(reason EndReason) EndReason {
 		r.lk.Disconnect()
 		r.log.Info("left room", "end_reason", final.String())
 	}
+	r.relay.Close()
 	return final
 }
 

@@ -28,9 +28,11 @@ type AvatarLoader interface {
 
 // RoomGuard decides whether a caller's room URL may be dialled
 // (netguard.Policy): a hostile "LiveKit server" must not aim the renderer at
-// internal services.
+// internal services. CheckURL refuses a room up front with a clear reason;
+// as room.Guard it then guards every connection made for the room.
 type RoomGuard interface {
 	CheckURL(ctx context.Context, raw string) error
+	room.Guard
 }
 
 // Agents reads the agent of a hosted session (*store.Store).
@@ -121,7 +123,7 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 	}
 	roomCfg := room.Config{
 		URL: sess.Room.URL, Token: sess.Room.Token, ExpiresAt: sess.Expiration,
-		GracePeriod: l.GracePeriod, JoinTimeout: l.JoinTimeout,
+		GracePeriod: l.GracePeriod, JoinTimeout: l.JoinTimeout, Guard: l.Rooms,
 	}
 	if sess.Hosted() {
 		roomCfg.PeopleOnly = true
