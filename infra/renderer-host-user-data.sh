@@ -54,11 +54,13 @@ echo "DRAIN_TIMEOUT=$((DRAIN_SECONDS - 60))s" >> /etc/avatarsvc/renderer.env
 echo "AWS_REGION=$(TOKEN=$(curl -sX PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 60') && curl -s -H "X-aws-ec2-metadata-token: $TOKEN" http://169.254.169.254/latest/meta-data/placement/region)" >> /etc/avatarsvc/renderer.env
 
 # 4. Egress guard for WebRTC. The worker refuses room URLs that resolve to
-# private, loopback, link-local or metadata addresses (netguard), but the
-# LiveKit Go SDK gives no hook to filter the ICE candidates a room server
-# sends. So the host drops the worker's UDP/TCP media traffic to those
-# ranges here: a hostile "LiveKit server" cannot aim the renderer's
-# connectivity checks at internal services. The worker runs as its own
+# private, loopback, link-local or metadata addresses (netguard), and drops
+# such ICE servers and candidates from the room server's signal messages
+# (gpu-fleet/room/guard.go). This is the backstop below it: the host drops
+# the worker's UDP media traffic to those ranges, so a hostile "LiveKit
+# server" cannot aim the renderer's connectivity checks at internal
+# services even through what the worker cannot see (a TURN name that
+# resolves differently for pion than for the check). The worker runs as its own
 # system user (below). Only UDP is dropped: the worker's own TCP calls reach
 # AWS through VPC interface endpoints on private addresses, and IMDS
 # (169.254.169.254, TCP) serves its credentials and lifecycle state.
