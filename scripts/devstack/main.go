@@ -2,6 +2,8 @@
 // (DynamoDB Local, an SQS server, S3, livekit-server), creates the tables,
 // queue and bucket that template.yaml declares, seeds a demo account on the
 // Pro plan, serves the API on 127.0.0.1:8080 and stops everything on Ctrl-C.
+// DynamoDB's items and S3's objects are kept under .local/data, so a second
+// run finds the avatars, agents and links of the first.
 package main
 
 import (
@@ -37,18 +39,35 @@ func main() {
 	}
 }
 
-// Fixed loopback ports, so URLs stay the same from one run to the next.
 const (
-	apiAddr      = "127.0.0.1:8080"
-	wsAddr       = "127.0.0.1:8765" // the renderer worker's ws_uri listener
-	webAddr      = "127.0.0.1:8090" // the viewer page
-	dynamoPort   = 8000
-	sqsPort      = 9324
-	s3Port       = 9000
-	livekitPort  = 7880
 	demoUserID   = "user_demo"
 	liveKitKeyID = "devkey"
 )
+
+// config is where the stack keeps its files and listens. `make run` uses
+// defaultConfig: fixed loopback ports, so URLs stay the same from one run
+// to the next; tests pick free ones and a temporary directory.
+type config struct {
+	local       string // .local: data/, logs/, web/, dev.json
+	reset       bool   // delete local/data first
+	apiAddr     string
+	wsAddr      string // the renderer worker's ws_uri listener
+	webAddr     string // the viewer and link pages
+	dynamoPort  int
+	sqsPort     int
+	s3Port      int
+	livekitPort int
+	// ready, when set, is called once everything serves.
+	ready func(dev devFile)
+}
+
+func defaultConfig(root string) config {
+	return config{
+		local:   filepath.Join(root, ".local"),
+		apiAddr: "127.0.0.1:8080", wsAddr: "127.0.0.1:8765", webAddr: "127.0.0.1:8090",
+		dynamoPort: 8000, sqsPort: 9324, s3Port: 9000, livekitPort: 7880,
+	}
+}
 
 // devFile is .local/dev.json: what a person or a script needs to call the stack.
 type devFile struct {
@@ -68,15 +87,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	say := func(format string, a ...any) { fmt.Fprintf(out, "devstack: "+format+"\n", a...) }
 	root, err := localstack.RepoRoot()
 	if err != nil {
 		return err
 	}
-	local := filepath.Join(root, ".local")
+	c := defaultConfig(root)
+	c.reset = *reset
+	return runStack(ctx, root, c, out)
+}
+
+// runStack runs the stack c describes until ctx is done.
+func runStack(ctx context.Context, root string, c config, out io.Writer) error {
+	say := func(format string, a ...any) { fmt.Fprintf(out, "devstack: "+format+"\n", a...) }
+	apiAddr, wsAddr, webAddr := c.apiAddr, c.wsAddr, c.webAddr
+	local := c.local
 	dataDir := filepath.Join(local, "data")
 	logDir := filepath.Join(local, "logs")
-	if *reset {
+	if c.reset {
 		say("removing %s (reset)", dataDir)
 		if err := os.RemoveAll(dataDir); err != nil {
 			return err
@@ -87,9 +114,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	for _, p := range []int{8080, 8765, 8090, dynamoPort, sqsPort, s3Port, livekitPort} {
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
-			return fmt.Errorf("port %d is busy (another `make run`?): %w", p, err)
+	for _, a := range []string{apiAddr, wsAddr, webAddr, port(c.dynamoPort), port(c.sqsPort), port(c.s3Port), port(c.livekitPort)} {
+		if l, err := net.Listen("tcp", a); err != nil {
+			return fmt.Errorf("%s is busy (another `make run`?): %w", a, err)
 		} else {
 			l.Close()
 		}
@@ -103,30 +130,41 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}()
 
-	say("starting DynamoDB Local on 127.0.0.1:%d (data in %s)", dynamoPort, filepath.Join(dataDir, "dynamodb"))
-	db, err := localstack.StartDynamoDB(ctx, localstack.Options{Port: dynamoPort, LogDir: logDir, DataDir: filepath.Join(dataDir, "dynamodb")})
+	say("starting DynamoDB Local on 127.0.0.1:%d (data in %s)", c.dynamoPort, filepath.Join(dataDir, "dynamodb"))
+	_, statErr := os.Stat(filepath.Join(dataDir, "dynamodb"))
+	hadItems := statErr == nil
+	db, err := localstack.StartDynamoDB(ctx, localstack.Options{Port: c.dynamoPort, LogDir: logDir, DataDir: filepath.Join(dataDir, "dynamodb")})
 	if err != nil {
 		return err
 	}
 	stops = append(stops, db.Stop)
-	say("starting the SQS server on 127.0.0.1:%d", sqsPort)
-	q, err := localstack.StartSQS(ctx, localstack.Options{Port: sqsPort, LogDir: logDir})
+	say("starting the SQS server on 127.0.0.1:%d", c.sqsPort)
+	q, err := localstack.StartSQS(ctx, localstack.Options{Port: c.sqsPort, LogDir: logDir})
 	if err != nil {
 		return err
 	}
 	stops = append(stops, q.Stop)
-	say("starting S3 on 127.0.0.1:%d (in memory)", s3Port)
-	s3, err := localstack.StartS3On(ctx, s3Port)
+	// S3's objects sit beside the DynamoDB items that point to them: an
+	// avatar item whose image is gone ends every session as
+	// avatar_unavailable.
+	s3Dir := filepath.Join(dataDir, "s3")
+	_, statErr = os.Stat(s3Dir)
+	hadObjects := statErr == nil
+	say("starting S3 on 127.0.0.1:%d (data in %s)", c.s3Port, s3Dir)
+	s3, err := localstack.StartS3With(ctx, localstack.Options{Port: c.s3Port, DataDir: s3Dir})
 	if err != nil {
 		return err
 	}
 	stops = append(stops, s3.Stop)
+	if hadItems && !hadObjects {
+		say("warning: %s holds items from a run that kept S3 in memory: their uploaded images are gone; `make run RESET=1` starts clean", dataDir)
+	}
 	secret, err := liveKitSecret(filepath.Join(dataDir, "livekit-secret"))
 	if err != nil {
 		return err
 	}
-	say("starting livekit-server %s on 127.0.0.1:%d", localstack.LiveKitVersion, livekitPort)
-	lk, err := localstack.StartLiveKit(ctx, localstack.Options{Port: livekitPort, LogDir: logDir, APIKey: liveKitKeyID, APISecret: secret,
+	say("starting livekit-server %s on 127.0.0.1:%d", localstack.LiveKitVersion, c.livekitPort)
+	lk, err := localstack.StartLiveKit(ctx, localstack.Options{Port: c.livekitPort, LogDir: logDir, APIKey: liveKitKeyID, APISecret: secret,
 		WebhookURLs: []string{"http://" + apiAddr + "/v1/livekit/webhook"}})
 	if err != nil {
 		return err
@@ -222,7 +260,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}()
 	defer web.Close()
 
-	printUsage(out, dev, logDir)
+	printUsage(out, dev, logDir, wsAddr, webAddr)
+	if c.ready != nil {
+		c.ready(dev)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -282,7 +323,9 @@ func liveKitSecret(path string) (string, error) {
 	return s, os.WriteFile(path, []byte(s), 0o600)
 }
 
-func printUsage(out io.Writer, dev devFile, logDir string) {
+func port(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+
+func printUsage(out io.Writer, dev devFile, logDir, wsAddr, webAddr string) {
 	fmt.Fprintf(out, `
 The avatar service is running (Ctrl-C drains the worker and stops everything).
 

@@ -199,6 +199,7 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 	var webhooks httpapi.WebhookVerifier
 	if lk != nil { // a nil *LiveKit in an interface would not read as nil
 		host, roomHost, webhooks = lk, lk, lk
+		svc.UseRooms(lk)
 	}
 	linkSvc := links.New(st, agentSvc, avatarSvc, svc, host, c.LinkPageURL, now)
 	return &App{

@@ -111,6 +111,39 @@ func (l *LiveKit) DispatchAgent(ctx context.Context, room, sessionID string, ag 
 		map[string]any{"room": room, "agent_name": ag.VoiceAgent.AgentID, "metadata": string(md)}, nil)
 }
 
+// EndedKey is the room metadata key that says the room's session has
+// ended: {"session_ended": "<reason code>"}. The link page reads it to tell
+// a visitor who is still waiting for the avatar why it will not come.
+const EndedKey = "session_ended"
+
+// MarkEnded writes on room's metadata that its session ended, with the
+// reason code only (PublicEndReason): everyone in the room can read it.
+func (l *LiveKit) MarkEnded(ctx context.Context, room, reason string) error {
+	md, err := json.Marshal(map[string]string{EndedKey: PublicEndReason(reason)})
+	if err != nil {
+		return err
+	}
+	return l.twirp(ctx, "RoomService/UpdateRoomMetadata", videoGrant{RoomAdmin: true, Room: room},
+		map[string]any{"room": room, "metadata": string(md)}, nil)
+}
+
+// PublicEndReason is the part of an end reason a visitor may see: its code
+// ("avatar_unavailable" of "avatar_unavailable: HTTP 404"); the detail
+// stays with the owner (Get Session). Anything else reads "ended".
+func PublicEndReason(reason string) string {
+	code, _, _ := strings.Cut(reason, ":")
+	code = strings.TrimSpace(code)
+	if code == "" || len(code) > 40 {
+		return "ended"
+	}
+	for _, r := range code {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return "ended"
+		}
+	}
+	return code
+}
+
 // Dispatched is one agent dispatch of a room.
 type Dispatched struct {
 	AgentName string `json:"agent_name"`

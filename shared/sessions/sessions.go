@@ -61,7 +61,19 @@ type Service struct {
 	log       *slog.Logger
 	platforms map[string]bool
 	avatars   Avatars
+	rooms     RoomMarker
 }
+
+// RoomMarker tells the people in a room the service made that its session
+// ended (*rooms.LiveKit): a visitor waiting for an avatar that will not come
+// learns why at once.
+type RoomMarker interface {
+	MarkEnded(ctx context.Context, room, reason string) error
+}
+
+// UseRooms marks the rooms of hosted sessions that end before the avatar
+// served them (see Finish).
+func (s *Service) UseRooms(r RoomMarker) { s.rooms = r }
 
 // UseAvatars lets Create Session take stored avatar ids (avat_... and
 // catalog ids) besides images.
@@ -446,6 +458,7 @@ var ErrNoLongerDue = errors.New("session no longer due to end")
 // otherwise returns ErrNoLongerDue.
 func (s *Service) FinishIf(ctx context.Context, userID, id string, ev domain.Event, reason string, guard domain.EndGuard) (domain.Session, error) {
 	var out domain.Session
+	endedNow := false
 	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
 		sess, err := s.store.GetSession(ctx, userID, id)
 		if err != nil {
@@ -490,12 +503,31 @@ func (s *Service) FinishIf(ctx context.Context, userID, id string, ev domain.Eve
 		sess.Status, sess.EndedAt, sess.EndReason, sess.Billing = domain.StatusEnded, now, reason, &bill
 		sess.Room.Token = ""
 		out = sess
+		endedNow = true
 		return false, nil
 	})
 	if exhausted {
 		return domain.Session{}, errBusy
 	}
+	if err == nil && endedNow {
+		s.markRoom(ctx, out)
+	}
 	return out, err
+}
+
+// markRoom writes the end on the room of a hosted session the avatar never
+// served: its visitor is waiting in that room and nothing else would tell
+// them (a served one sees the avatar leave). Best effort: the session has
+// ended whatever LiveKit answers.
+func (s *Service) markRoom(ctx context.Context, sess domain.Session) {
+	if s.rooms == nil || !sess.Hosted() || !sess.ServedAt.IsZero() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if err := s.rooms.MarkEnded(ctx, sess.RoomName, sess.EndReason); err != nil {
+		s.log.WarnContext(ctx, "mark the room ended", "session_id", sess.ID, "room", sess.RoomName, "err", err)
+	}
 }
 
 // Delete removes a session that was never started.

@@ -3,8 +3,10 @@
 // id is the credential), joins the room with the microphone, shows the
 // avatar large with its audio, and ends the conversation by leaving the room
 // (the service then ends and bills the session). Captions of both sides
-// come from the room's lk.transcription text streams. window.linkStats
-// exposes progress for browser tests.
+// come from the room's lk.transcription text streams. When the session ends
+// before the avatar joined, the service writes the reason's code on the
+// room's metadata ({"session_ended": code}) and the page says why at once.
+// window.linkStats exposes progress for browser tests.
 import { Room, RoomEvent, Track } from 'livekit-client';
 
 const $ = (id) => document.getElementById(id);
@@ -12,6 +14,8 @@ const stats = {
   state: 'starting', sessionId: '', framesDecoded: 0, error: '', message: '', mic: '',
   captions: [], // {who: 'avatar'|'you', text, final}, by segment, oldest first
   avatarLoudMs: 0, // how long the avatar's audio has carried speech energy
+  endReason: '', // the room's session_ended code, when the session ended before the avatar came
+  connectedAt: 0, endedAt: 0, // Date.now() when the page joined the room, and when it showed the end
 };
 window.linkStats = stats;
 
@@ -39,6 +43,31 @@ function friendly(status, message) {
   if (known[message]) return known[message];
   if (status === 429) return 'Too many attempts. Please wait a minute and try again.';
   return `The conversation could not start (${message || status}). Please try again.`;
+}
+
+// endedMessage says why the avatar will not come, by the end reason's code
+// (never its detail: that is for the link's owner).
+function endedMessage(code) {
+  const known = {
+    avatar_unavailable: 'The avatar is unavailable right now. Please try again later.',
+    avatar_rejected: 'The avatar\'s picture cannot be used. Please tell whoever shared this link.',
+    no_capacity: 'The avatar is busy with other conversations. Please try again in a few minutes.',
+    agent_unavailable: 'The avatar\'s voice is unavailable right now. Please try again later.',
+    ended_by_caller: 'The conversation was ended by the owner of this link.',
+    expired: 'The conversation reached its time limit.',
+  };
+  return known[code] ?? 'The avatar could not join the conversation. Please try again in a moment.';
+}
+
+// sessionEnded reads the service's end mark from the room's metadata.
+function sessionEnded(metadata) {
+  if (!metadata) return '';
+  try {
+    const code = JSON.parse(metadata).session_ended;
+    return typeof code === 'string' ? code : '';
+  } catch {
+    return '';
+  }
 }
 
 async function startSession(linkId) {
@@ -145,11 +174,21 @@ async function main() {
   room.on(RoomEvent.Disconnected, () => { if (stats.state !== 'ended') finish('The conversation has ended.'); });
   $('audio').onclick = () => room.startAudio();
 
-  const finish = (text) => {
+  const finish = (text, isError = false) => {
     stats.state = 'ended';
+    stats.endedAt = Date.now();
     $('controls').hidden = true;
-    show(text);
+    show(text, isError);
   };
+  // The session ended before the avatar came: say why, and leave the room.
+  const checkEnded = () => {
+    const code = sessionEnded(room.metadata);
+    if (!code || stats.state === 'ended') return;
+    stats.endReason = code;
+    finish(endedMessage(code), true);
+    room.disconnect();
+  };
+  room.on(RoomEvent.RoomMetadataChanged, checkEnded);
   $('end').onclick = async () => {
     stats.state = 'ended';
     await room.disconnect();
@@ -164,6 +203,9 @@ async function main() {
   });
 
   await room.connect(started.rtc_url, started.participant_token);
+  stats.connectedAt = Date.now();
+  checkEnded(); // it may have ended before the page joined
+  if (stats.state === 'ended') return;
   try {
     await room.localParticipant.setMicrophoneEnabled(true);
     stats.mic = 'on';
@@ -171,6 +213,7 @@ async function main() {
     stats.mic = 'blocked';
     $('mic').textContent = 'Microphone blocked: the avatar cannot hear you';
   }
+  if (stats.state === 'ended') return;
   $('controls').hidden = false;
   if (stats.state !== 'live') show('Waiting for the avatar to join…');
 }
