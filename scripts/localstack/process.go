@@ -42,9 +42,9 @@ type Options struct {
 	// LogDir receives the child's combined stdout and stderr; empty means
 	// <repo>/.local/logs.
 	LogDir string
-	// DataDir makes DynamoDB Local keep its data on disk (-sharedDb) so a
-	// restarted `make run` finds it again; empty keeps it in memory.
-	// Only StartDynamoDB uses it.
+	// DataDir makes DynamoDB Local (-sharedDb) and S3 (StartS3With: a bbolt
+	// file) keep their data on disk so a restarted `make run` finds it
+	// again; empty keeps it in memory. Give each its own directory.
 	DataDir string
 	// APIKey and APISecret set livekit-server's single key pair; empty picks
 	// "devkey" and a random secret. Only StartLiveKit uses them.
