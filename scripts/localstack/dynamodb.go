@@ -31,6 +31,10 @@ func DynamoDBEmulatorDir() (string, error) {
 // StartDynamoDB starts DynamoDB Local on 127.0.0.1: in memory, or on disk in
 // opts.DataDir with one shared database for every credential and region.
 func StartDynamoDB(ctx context.Context, opts Options) (*DynamoDB, error) {
+	return retryPortRace(func() (*DynamoDB, error) { return startDynamoDBOnce(ctx, opts) })
+}
+
+func startDynamoDBOnce(ctx context.Context, opts Options) (*DynamoDB, error) {
 	emulator, err := DynamoDBEmulatorDir()
 	if err != nil {
 		return nil, err

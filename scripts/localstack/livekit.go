@@ -44,6 +44,10 @@ func LiveKitBinary() (string, error) {
 // opts.Port for signalling), ICE restricted to the loopback interface, and a
 // single API key. Several instances may run at once.
 func StartLiveKit(ctx context.Context, opts Options) (*LiveKit, error) {
+	return retryPortRace(func() (*LiveKit, error) { return startLiveKitOnce(ctx, opts) })
+}
+
+func startLiveKitOnce(ctx context.Context, opts Options) (*LiveKit, error) {
 	bin, err := LiveKitBinary()
 	if err != nil {
 		return nil, err

@@ -206,8 +206,13 @@ func (p *Process) WaitTCP(ctx context.Context, addr string, timeout time.Duratio
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("localstack: %s exited before listening on %s (%v); log %s:\n%s",
-				p.name, addr, p.waitErr, p.logPath, p.LogTail(30))
+			tail := p.LogTail(30)
+			err := fmt.Errorf("localstack: %s exited before listening on %s (%v); log %s:\n%s",
+				p.name, addr, p.waitErr, p.logPath, tail)
+			if strings.Contains(strings.ToLower(tail), "address already in use") {
+				return fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		case <-ctx.Done():
 			return fmt.Errorf("localstack: %s did not listen on %s within %s; log %s:\n%s",
 				p.name, addr, timeout, p.logPath, p.LogTail(30))
@@ -246,6 +251,28 @@ func (p *Process) Stop() error {
 		p.logFile.Close()
 	})
 	return nil
+}
+
+// errPortTaken marks a child that exited because a port picked for it was
+// bound by someone else first.
+var errPortTaken = errors.New("a picked port was taken before the server bound it")
+
+// retryPortRace runs start again, a few times, while it loses a port race:
+// a free-picked port is only free when picked, and parallel test processes
+// pick from the same range.
+func retryPortRace[T any](start func() (T, error)) (T, error) {
+	const attempts = 4
+	var (
+		v   T
+		err error
+	)
+	for i := 0; i < attempts; i++ {
+		v, err = start()
+		if !errors.Is(err, errPortTaken) {
+			return v, err
+		}
+	}
+	return v, err
 }
 
 // logFileName names a log so parallel instances never share one.

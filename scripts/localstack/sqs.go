@@ -21,6 +21,10 @@ type SQS struct {
 
 // StartSQS starts the SQS server on 127.0.0.1. Queues live in memory.
 func StartSQS(ctx context.Context, opts Options) (*SQS, error) {
+	return retryPortRace(func() (*SQS, error) { return startSQSOnce(ctx, opts) })
+}
+
+func startSQSOnce(ctx context.Context, opts Options) (*SQS, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
