@@ -106,11 +106,11 @@ func withRequestContext(log *slog.Logger, next http.Handler) http.Handler {
 // throttled too.
 func withRoute(d Deps, rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit := int64(MaxBodyBytes)
+		bodyLimit := int64(MaxBodyBytes)
 		if rt.MaxBody > 0 {
-			limit = rt.MaxBody
+			bodyLimit = rt.MaxBody
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		r.Body = http.MaxBytesReader(w, r.Body, bodyLimit)
 		subject := "ip:" + clientIP(r)
 		var authErr error
 		if !rt.Public {
@@ -126,23 +126,14 @@ func withRoute(d Deps, rt Route) http.Handler {
 				authErr = err
 			}
 		}
-		dec, err := d.Limiter.Allow(r.Context(), subject, rt.Class)
-		if err != nil {
-			// Fail open: a counter outage must not take the API down.
-			d.Log.WarnContext(r.Context(), "rate limiter unavailable", "request_id", RequestID(r.Context()), "err", err)
+		if rt.Signed {
+			serveSigned(d, rt, subject, w, r)
+			return
 		}
-		h := w.Header()
-		if rt.Public {
-			// Public routes are called from web pages on other origins; they
-			// take no cookies or keys, so any origin may call them.
-			h.Set("Access-Control-Allow-Origin", "*")
-			h.Set("Access-Control-Expose-Headers", "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, X-Request-Id")
-		}
-		h.Set("RateLimit-Limit", strconv.Itoa(dec.Limit))
-		h.Set("RateLimit-Remaining", strconv.Itoa(dec.Remaining))
-		h.Set("RateLimit-Reset", strconv.Itoa(dec.Reset))
-		if !dec.Allowed {
-			h.Set("Retry-After", strconv.Itoa(dec.Reset))
+		dec, ok := countRequest(d, r, subject, rt.Class)
+		setCORS(w, rt)
+		setRateLimit(w, dec)
+		if !ok {
 			writeError(w, r, d.Log, rt.Style, domain.Errorf(domain.RateLimited, rateLimitBody), 0)
 			return
 		}
@@ -154,6 +145,58 @@ func withRoute(d Deps, rt Route) http.Handler {
 			writeError(w, r, d.Log, rt.Style, err, 0)
 		}
 	})
+}
+
+// serveSigned runs a Signed route: the handler verifies the signature, and
+// only a request that fails it is counted against subject's quota. The
+// handler writes nothing on failure, so the 401 or 429 is written here.
+func serveSigned(d Deps, rt Route, subject string, w http.ResponseWriter, r *http.Request) {
+	setCORS(w, rt)
+	err := rt.handler(w, r)
+	if err == nil {
+		return
+	}
+	if domain.ErrorCode(err) == domain.Unauthorized {
+		dec, ok := countRequest(d, r, subject, rt.Class)
+		setRateLimit(w, dec)
+		if !ok {
+			err = domain.Errorf(domain.RateLimited, rateLimitBody)
+		}
+	}
+	writeError(w, r, d.Log, rt.Style, err, 0)
+}
+
+// countRequest counts a request against subject's quota for class. A counter outage
+// fails open (the Decision allows): it must not take the API down.
+func countRequest(d Deps, r *http.Request, subject string, class ratelimit.Class) (ratelimit.Decision, bool) {
+	dec, err := d.Limiter.Allow(r.Context(), subject, class)
+	if err != nil {
+		d.Log.WarnContext(r.Context(), "rate limiter unavailable", "request_id", RequestID(r.Context()), "err", err)
+	}
+	return dec, dec.Allowed
+}
+
+// setCORS lets web pages on other origins call a public route; public
+// routes take no cookies or keys, so any origin may.
+func setCORS(w http.ResponseWriter, rt Route) {
+	if !rt.Public {
+		return
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, X-Request-Id")
+}
+
+// setRateLimit puts a decision's headers on the response (on errors too),
+// and Retry-After on a refusal.
+func setRateLimit(w http.ResponseWriter, dec ratelimit.Decision) {
+	h := w.Header()
+	h.Set("RateLimit-Limit", strconv.Itoa(dec.Limit))
+	h.Set("RateLimit-Remaining", strconv.Itoa(dec.Remaining))
+	h.Set("RateLimit-Reset", strconv.Itoa(dec.Reset))
+	if !dec.Allowed {
+		h.Set("Retry-After", strconv.Itoa(dec.Reset))
+	}
 }
 
 // handlePreflight answers a CORS preflight for a public route.

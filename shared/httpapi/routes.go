@@ -33,6 +33,12 @@ type Route struct {
 	Class ratelimit.Class
 	// Public routes need no API key.
 	Public bool
+	// Signed public routes prove their caller with a signature the handler
+	// checks (LiveKit's webhooks). A verified request is never rate limited:
+	// one server sends every room's events from one address. A request that
+	// fails verification (the handler's Unauthorized) counts against its
+	// address's Class quota, and is answered 429 once that is spent.
+	Signed bool
 	// MaxBody bounds the request body; 0 means MaxBodyBytes.
 	MaxBody int64
 	handler handlerFunc
@@ -94,7 +100,7 @@ func Routes(d Deps) []Route {
 
 		{Name: "rooms-initiate", Method: "POST", Path: "/rooms/initiate", Style: structured, Class: ratelimit.SessionStart,
 			handler: handleInitiateRoom(d.RoomHost)},
-		{Name: "livekit-webhook", Method: "POST", Path: "/livekit/webhook", Style: structured, Class: ratelimit.Write, Public: true,
+		{Name: "livekit-webhook", Method: "POST", Path: "/livekit/webhook", Style: structured, Class: ratelimit.Write, Public: true, Signed: true,
 			handler: handleLiveKitWebhook(d.RoomHost, d.Webhooks)},
 
 		{Name: "avatars-upload", Method: "POST", Path: "/avatars/upload", Style: plainString, Class: ratelimit.Write,
