@@ -170,6 +170,9 @@ func TestDispatchedAgentDrivesTheAvatar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := stack.App.Accounts.AllowVoiceAgent(context.Background(), acct.User.ID, "livekit", agentName); err != nil {
+		t.Fatal(err)
+	}
 	code, m := api(t, "POST", "/v1/agents", acct.LiveKey, map[string]any{
 		"name": "Concierge", "avatar_id": "catalog/nasa/eileen-collins", "custom_greeting": "Welcome!",
 		"voice_agent": map[string]any{"provider": "livekit", "agent_id": agentName, "auth_method": "none"},

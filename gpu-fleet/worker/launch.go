@@ -35,9 +35,11 @@ type RoomGuard interface {
 	room.Guard
 }
 
-// Agents reads the agent of a hosted session (*store.Store).
+// Agents reads the agent of a hosted session, and its owner for the voice
+// agents the account may use (*store.Store).
 type Agents interface {
 	GetAgent(ctx context.Context, userID, id string) (domain.Agent, error)
+	GetUser(ctx context.Context, id string) (domain.User, error)
 }
 
 // RemoteAgents connects to remote voice agents (the elevenlabs provider).
@@ -184,6 +186,17 @@ func (l *RoomLauncher) conversationFor(ctx context.Context, sess domain.Session)
 		ag, err = l.Agents.GetAgent(ctx, sess.UserID, sess.AgentID)
 		if err != nil && !errors.Is(err, domain.ErrAgentNotFound) {
 			return nil, fmt.Errorf("read the session's agent: %w", err)
+		}
+	}
+	if p := ag.VoiceAgent.Provider; p != "" && p != domain.ProviderLocal {
+		// The operator may have revoked the account's use of this voice
+		// agent since the agent was saved.
+		owner, err := l.Agents.GetUser(ctx, sess.UserID)
+		if err != nil {
+			return nil, fmt.Errorf("read the session's owner: %w", err)
+		}
+		if err := owner.AllowsVoiceAgent(ag.VoiceAgent); err != nil {
+			return nil, err
 		}
 	}
 	voice := sess.VoiceID

@@ -38,6 +38,10 @@ commands:
   key-deactivate -key KEY_OR_HASH
   key-activate  -key KEY_OR_HASH
   key-delete    -key KEY_OR_HASH
+  voice-agent-allow  -user ID -provider livekit|elevenlabs -agent AGENT
+                let the account put this voice agent behind its avatars (a LiveKit
+                worker's agent_name, or an ElevenLabs agent id; local needs nothing)
+  voice-agent-revoke -user ID -provider livekit|elevenlabs -agent AGENT
   seed-catalog  [-dir infra/catalog]   put the catalog's images into the media bucket and table
                 (moderated like uploads; ids already there are left alone)
   room-token    -room NAME [-identity viewer] [-ttl 6h] [-quiet]
@@ -173,6 +177,8 @@ func command(ctx context.Context, acc *accounts.Service, name string, args []str
 	mode := fs.String("mode", domain.ModeLive, "key mode: live or test")
 	keyName := fs.String("name", "", "key name")
 	key := fs.String("key", "", "API key or its SHA-256")
+	provider := fs.String("provider", "", "voice agent provider: livekit or elevenlabs")
+	agentID := fs.String("agent", "", "voice agent: LiveKit agent_name or ElevenLabs agent id")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -252,6 +258,19 @@ func command(ctx context.Context, acc *accounts.Service, name string, args []str
 		for _, k := range keys {
 			fmt.Fprintf(tw, "%s...\t%s\t%t\t%s\t%s\t%s\n", k.Prefix, k.Mode, k.Active, k.Name, k.CreatedAt.Format(time.RFC3339), k.Hash)
 		}
+	case "voice-agent-allow", "voice-agent-revoke":
+		if err := errors.Join(need(*user, "user"), need(*provider, "provider"), need(*agentID, "agent")); err != nil {
+			return err
+		}
+		set := acc.AllowVoiceAgent
+		if name == "voice-agent-revoke" {
+			set = acc.RevokeVoiceAgent
+		}
+		u, err := set(ctx, *user, *provider, *agentID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "user %s may use voice agents: %v\n", u.ID, u.VoiceAgents)
 	case "key-deactivate", "key-activate", "key-delete":
 		if err := need(*key, "key"); err != nil {
 			return err

@@ -17,6 +17,7 @@ type Store interface {
 	ListUsers(ctx context.Context) ([]domain.User, error)
 	SetPlan(ctx context.Context, userID, plan string, periodStart, periodEnd time.Time, willRenew bool) error
 	AddPurchasedMinutes(ctx context.Context, userID string, minutes int) (domain.User, error)
+	SetVoiceAgentAllowed(ctx context.Context, userID, key string, allowed bool) (domain.User, error)
 	PutKey(ctx context.Context, k domain.APIKey) error
 	KeyByHash(ctx context.Context, hash string) (domain.APIKey, error)
 	ListKeys(ctx context.Context, userID string) ([]domain.APIKey, error)
@@ -132,4 +133,28 @@ func (s *Service) ActivateKey(ctx context.Context, ref string) error {
 // DeleteKey revokes a key at once.
 func (s *Service) DeleteKey(ctx context.Context, ref string) error {
 	return s.store.DeleteKey(ctx, KeyHash(ref))
+}
+
+// AllowVoiceAgent lets an account put a LiveKit agent (its agent_name) or an
+// ElevenLabs agent behind its avatars; RevokeVoiceAgent takes that back, and
+// sessions that would use it fail to launch as agent_unavailable.
+func (s *Service) AllowVoiceAgent(ctx context.Context, userID, provider, agentID string) (domain.User, error) {
+	return s.setVoiceAgent(ctx, userID, provider, agentID, true)
+}
+
+// RevokeVoiceAgent: see AllowVoiceAgent.
+func (s *Service) RevokeVoiceAgent(ctx context.Context, userID, provider, agentID string) (domain.User, error) {
+	return s.setVoiceAgent(ctx, userID, provider, agentID, false)
+}
+
+func (s *Service) setVoiceAgent(ctx context.Context, userID, provider, agentID string, allowed bool) (domain.User, error) {
+	if provider != domain.ProviderLiveKit && provider != domain.ProviderElevenLabs {
+		return domain.User{}, domain.Errorf(domain.Invalid, "provider must be %s or %s (%s needs no permission)",
+			domain.ProviderLiveKit, domain.ProviderElevenLabs, domain.ProviderLocal)
+	}
+	v := domain.VoiceAgent{Provider: provider, AgentID: agentID, AuthMethod: domain.AuthNone}
+	if err := v.Validate(); err != nil {
+		return domain.User{}, err
+	}
+	return s.store.SetVoiceAgentAllowed(ctx, userID, domain.VoiceAgentKey(provider, agentID), allowed)
 }

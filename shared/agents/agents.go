@@ -24,6 +24,8 @@ type Store interface {
 	ListAgents(ctx context.Context, userID string, page domain.Page) ([]domain.Agent, string, error)
 	PutAgent(ctx context.Context, a domain.Agent, updatedWas time.Time) error
 	DeleteAgent(ctx context.Context, a domain.Agent) error
+	// GetUser reads the account, for the voice agents it may use.
+	GetUser(ctx context.Context, id string) (domain.User, error)
 }
 
 // Avatars resolves avatar ids (shared/avatars).
@@ -119,10 +121,20 @@ func (s *Service) apply(ctx context.Context, userID string, a *domain.Agent, f F
 		if *f.VoiceAgent == nil {
 			a.VoiceAgent = domain.VoiceAgent{}
 		} else {
-			if err := (*f.VoiceAgent).Validate(); err != nil {
+			v := **f.VoiceAgent
+			if err := v.Validate(); err != nil {
 				return err
 			}
-			a.VoiceAgent = **f.VoiceAgent
+			if v.Provider != domain.ProviderLocal {
+				u, err := s.store.GetUser(ctx, userID)
+				if err != nil {
+					return err
+				}
+				if err := u.AllowsVoiceAgent(v); err != nil {
+					return err
+				}
+			}
+			a.VoiceAgent = v
 		}
 	}
 	return nil

@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // User is an account: its plan, its billing period and its minute counters.
 type User struct {
@@ -27,7 +30,26 @@ type User struct {
 	// ReservedMinutes is the sum of the running sessions' reservations
 	// (Session.ReservedMinutes), changed in the same transactions.
 	ReservedMinutes int
+	// VoiceAgents are the LiveKit agent names and ElevenLabs agent ids this
+	// account may put behind its avatars, as VoiceAgentKey values. The
+	// operator sets them (scripts/admin voice-agent-allow): a LiveKit agent
+	// name is a worker on the operator's LiveKit, and an ElevenLabs signed
+	// URL is signed with the operator's key, so neither is anyone's to take.
+	VoiceAgents []string
 }
+
+// AllowsVoiceAgent says whether the account may use v. The built-in local
+// partner needs no permission.
+func (u User) AllowsVoiceAgent(v VoiceAgent) error {
+	if v.Provider == ProviderLocal || slices.Contains(u.VoiceAgents, VoiceAgentKey(v.Provider, v.AgentID)) {
+		return nil
+	}
+	return Errorf(Invalid, "voice_agent %s %q is not enabled for this account", v.Provider, truncate(v.AgentID, 40)).
+		WithSuggestion("Voice agents other than local are enabled per account by the operator: ask support to enable this one")
+}
+
+// VoiceAgentKey names a voice agent in User.VoiceAgents: provider:agent_id.
+func VoiceAgentKey(provider, agentID string) string { return provider + ":" + agentID }
 
 // Period is a billing period: [Start, End).
 type Period struct {

@@ -141,3 +141,23 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("new period: got used %d remaining %d, want 0 and 30", got.IncludedUsed, got.IncludedRemaining)
 	}
 }
+
+func TestAllowsVoiceAgent(t *testing.T) {
+	u := User{VoiceAgents: []string{VoiceAgentKey(ProviderLiveKit, "concierge")}}
+	for _, tc := range []struct {
+		name string
+		v    VoiceAgent
+		want bool
+	}{
+		{"enabled livekit agent", VoiceAgent{Provider: ProviderLiveKit, AgentID: "concierge"}, true},
+		{"same name, other provider", VoiceAgent{Provider: ProviderElevenLabs, AgentID: "concierge"}, false},
+		{"other livekit agent", VoiceAgent{Provider: ProviderLiveKit, AgentID: "concierge2"}, false},
+		{"local", VoiceAgent{Provider: ProviderLocal, AgentID: "anything"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := u.AllowsVoiceAgent(tc.v) == nil; got != tc.want {
+				t.Errorf("allowed: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

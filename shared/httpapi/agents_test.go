@@ -1,11 +1,15 @@
 package httpapi_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"avatarsvc/scripts/stacktest"
 )
 
 func agentBody(avatarID string) map[string]any {
@@ -26,8 +30,61 @@ func createAgent(t testing.TB, key string, body map[string]any) map[string]any {
 	return res.JSON(t)["agent"].(map[string]any)
 }
 
+// allowVoiceAgent does what the operator's scripts/admin voice-agent-allow
+// does.
+func allowVoiceAgent(t testing.TB, acct stacktest.Account, provider, agentID string) {
+	t.Helper()
+	if _, err := stack.App.Accounts.AllowVoiceAgent(context.Background(), acct.User.ID, provider, agentID); err != nil {
+		t.Fatalf("allow voice agent: %v", err)
+	}
+}
+
+// TestVoiceAgentsBelongToTheirTenant: an account may put behind its avatars
+// only the LiveKit and ElevenLabs agents the operator enabled for it; local
+// needs nothing. Another tenant's enabled agent is not enough.
+func TestVoiceAgentsBelongToTheirTenant(t *testing.T) {
+	acct, other := newAccount(t, "pro"), newAccount(t, "pro")
+	allowVoiceAgent(t, other, "livekit", "acme-concierge")
+	allowVoiceAgent(t, other, "elevenlabs", "el_acme")
+	body := func(provider, id string) map[string]any {
+		return map[string]any{"name": "x", "avatar_id": "catalog/nasa/eileen-collins",
+			"voice_agent": map[string]any{"provider": provider, "agent_id": id, "auth_method": "none"}}
+	}
+	for _, tc := range []struct {
+		provider, id string
+	}{{"livekit", "acme-concierge"}, {"elevenlabs", "el_acme"}} {
+		t.Run("refused: "+tc.provider, func(t *testing.T) {
+			res := call(t, "POST", "/v1/agents", acct.LiveKey, body(tc.provider, tc.id))
+			assertStructuredError(t, res, 400, fmt.Sprintf("voice_agent %s %q is not enabled for this account", tc.provider, tc.id))
+			plain := createAgent(t, acct.LiveKey, map[string]any{"name": "plain", "avatar_id": "catalog/nasa/eileen-collins"})
+			res = call(t, "PUT", "/v1/agents/"+plain["agent_id"].(string), acct.LiveKey, map[string]any{"voice_agent": body(tc.provider, tc.id)["voice_agent"]})
+			assertStructuredError(t, res, 400, fmt.Sprintf("voice_agent %s %q is not enabled for this account", tc.provider, tc.id))
+			if res := call(t, "POST", "/v1/agents", other.LiveKey, body(tc.provider, tc.id)); res.Status != http.StatusCreated {
+				t.Errorf("the account it is enabled for: got %d %s, want 201", res.Status, res.Body)
+			}
+		})
+	}
+	t.Run("local needs no permission", func(t *testing.T) {
+		if res := call(t, "POST", "/v1/agents", acct.LiveKey, body("local", "demo")); res.Status != http.StatusCreated {
+			t.Errorf("local: got %d %s, want 201", res.Status, res.Body)
+		}
+	})
+	t.Run("enabled, then revoked", func(t *testing.T) {
+		allowVoiceAgent(t, acct, "livekit", "mine")
+		if res := call(t, "POST", "/v1/agents", acct.LiveKey, body("livekit", "mine")); res.Status != http.StatusCreated {
+			t.Fatalf("after allow: got %d %s, want 201", res.Status, res.Body)
+		}
+		if _, err := stack.App.Accounts.RevokeVoiceAgent(context.Background(), acct.User.ID, "livekit", "mine"); err != nil {
+			t.Fatal(err)
+		}
+		assertStructuredError(t, call(t, "POST", "/v1/agents", acct.LiveKey, body("livekit", "mine")), 400,
+			`voice_agent livekit "mine" is not enabled for this account`)
+	})
+}
+
 func TestAgents(t *testing.T) {
 	acct, other := newAccount(t, "pro"), newAccount(t, "pro")
+	allowVoiceAgent(t, acct, "elevenlabs", "agent_123")
 	avatarID, avatarNumber := uploadFace(t, acct.LiveKey)
 	first := createAgent(t, acct.LiveKey, agentBody(avatarID))
 	stack.Clock.Advance(time.Second)

@@ -219,6 +219,7 @@ func TestPreviewLinks(t *testing.T) {
 func TestLinkDispatchesALiveKitAgent(t *testing.T) {
 	stack.Clock.Advance(time.Minute)
 	acct := newAccount(t, "pro")
+	allowVoiceAgent(t, acct, "livekit", "concierge-agent")
 	agent := createAgent(t, acct.LiveKey, map[string]any{
 		"name": "Concierge", "avatar_id": "catalog/nasa/eileen-collins", "custom_greeting": "Welcome!",
 		"voice_agent": map[string]any{"provider": "livekit", "agent_id": "concierge-agent", "auth_method": "none"},

@@ -25,6 +25,8 @@ type userItem struct {
 	PurchasedRemaining int    `dynamo:"purchased_remaining"`
 	ActiveSessions     int    `dynamo:"active_sessions"`
 	ReservedMinutes    int    `dynamo:"reserved_minutes"`
+	// VoiceAgents is a string set (absent when empty).
+	VoiceAgents []string `dynamo:"voice_agents,set,omitempty"`
 }
 
 func toUserItem(u domain.User) userItem {
@@ -33,7 +35,7 @@ func toUserItem(u domain.User) userItem {
 		PeriodStart: formatTime(u.PeriodStart), PeriodEnd: formatTime(u.PeriodEnd), WillRenew: u.WillRenew,
 		UsagePeriod: u.UsagePeriod, IncludedUsed: u.IncludedUsed, AvatarsUsed: u.AvatarsUsed,
 		PurchasedTotal: u.PurchasedTotal, PurchasedRemaining: u.PurchasedRemaining, ActiveSessions: u.ActiveSessions,
-		ReservedMinutes: u.ReservedMinutes,
+		ReservedMinutes: u.ReservedMinutes, VoiceAgents: u.VoiceAgents,
 	}
 }
 
@@ -43,7 +45,7 @@ func (it userItem) domain() domain.User {
 		PeriodStart: parseTime(it.PeriodStart), PeriodEnd: parseTime(it.PeriodEnd), WillRenew: it.WillRenew,
 		UsagePeriod: it.UsagePeriod, IncludedUsed: it.IncludedUsed, AvatarsUsed: it.AvatarsUsed,
 		PurchasedTotal: it.PurchasedTotal, PurchasedRemaining: it.PurchasedRemaining, ActiveSessions: it.ActiveSessions,
-		ReservedMinutes: it.ReservedMinutes,
+		ReservedMinutes: it.ReservedMinutes, VoiceAgents: it.VoiceAgents,
 	}
 }
 
@@ -116,6 +118,26 @@ func (s *Store) AddPurchasedMinutes(ctx context.Context, userID string, minutes 
 	}
 	if err != nil {
 		return domain.User{}, unavailable(err, "add minutes")
+	}
+	return it.domain(), nil
+}
+
+// SetVoiceAgentAllowed adds key to (or removes it from) the voice agents an
+// account may use.
+func (s *Store) SetVoiceAgentAllowed(ctx context.Context, userID, key string, allowed bool) (domain.User, error) {
+	u := s.users.Update("user_id", userID).If("attribute_exists($)", "user_id")
+	if allowed {
+		u = u.AddStringsToSet("voice_agents", key)
+	} else {
+		u = u.DeleteStringsFromSet("voice_agents", key)
+	}
+	var it userItem
+	err := u.Value(ctx, &it)
+	if dynamo.IsCondCheckFailed(err) {
+		return domain.User{}, errUserNotFound
+	}
+	if err != nil {
+		return domain.User{}, unavailable(err, "set voice agent")
 	}
 	return it.domain(), nil
 }
