@@ -1,7 +1,7 @@
 // Command apibench measures each endpoint through the full HTTP stack
 // (routing, auth, rate limit, handler, JSON) against DynamoDB Local, and, in
 // the same run, the raw store calls that endpoint makes, then prints p50/p99
-// and the overhead ratio (target <= 1.3x, DESIGN.md section 6).
+// and the overhead ratio (target <= 1.3x, README's figures).
 package main
 
 import (
