@@ -11,7 +11,7 @@ cd "$root"
 say() { echo "setup: $*"; }
 
 LIVEKIT_VERSION=1.13.5
-APT_PACKAGES=(libvpx-dev libopus-dev libespeak-ng-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us pocketsphinx-testdata pkg-config default-jre-headless chromium ffmpeg jq)
+APT_PACKAGES=(libvpx-dev libopus-dev libespeak-ng-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us pocketsphinx-testdata pkg-config default-jre-headless chromium ffmpeg util-linux jq)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -3,13 +3,9 @@ package avatar
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
-	"time"
 
 	"avatarsvc/shared/avatars"
 )
@@ -23,12 +19,14 @@ type Moderation struct {
 	FFmpeg string
 }
 
-// ErrVideoUnsupported means this deployment has no ffmpeg to check videos.
-var ErrVideoUnsupported = errors.New("video moderation needs ffmpeg, which is not installed on this deployment")
-
-// VideoSupported reports whether ffmpeg is there to check videos.
+// VideoSupported reports whether ffmpeg and prlimit (its box) are there
+// to check videos.
 func (m Moderation) VideoSupported() bool {
-	_, err := exec.LookPath(m.ffmpeg())
+	bin, err := exec.LookPath(m.ffmpeg())
+	if err != nil {
+		return false
+	}
+	_, err = prlimitPath(bin)
 	return err == nil
 }
 
@@ -67,41 +65,6 @@ func (m Moderation) CheckVideo(ctx context.Context, data []byte) error {
 func IsVideo(data []byte) bool {
 	t := http.DetectContentType(data)
 	return strings.HasPrefix(t, "video/mp4") || strings.HasPrefix(t, "video/webm")
-}
-
-// VideoFrame takes one frame of a video as PNG with ffmpeg: half a second
-// in, or the first frame of a shorter clip. Video avatars are animated from
-// this still, like photos.
-func VideoFrame(ctx context.Context, ffmpeg string, data []byte) ([]byte, error) {
-	path, err := exec.LookPath(ffmpeg)
-	if err != nil {
-		return nil, ErrVideoUnsupported
-	}
-	f, err := os.CreateTemp("", "video-*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return nil, err
-	}
-	f.Close()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for _, at := range []string{"0.5", "0"} {
-		cmd := exec.CommandContext(ctx, path, "-v", "error", "-ss", at, "-i", f.Name(),
-			"-frames:v", "1", "-f", "image2pipe", "-vcodec", "png", "-")
-		var out bytes.Buffer
-		cmd.Stdout = &out
-		if err := cmd.Run(); err == nil && out.Len() > 0 {
-			return out.Bytes(), nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: the video took too long to read", ErrCorruptImage)
-		}
-	}
-	return nil, errors.New("the file is not a playable MP4 or WebM video")
 }
 
 // NewModerator is the API's upload moderation (app.Config.NewModerator).
