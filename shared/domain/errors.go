@@ -1,5 +1,6 @@
 // Package domain holds the service's types and the rules that need no I/O:
-// error codes, plans, the session state machine, billing and the usage summary.
+// error codes, plans, the session state machine (statemachine.go), billing
+// and the usage summary.
 package domain
 
 import (

@@ -5,15 +5,6 @@ import (
 	"time"
 )
 
-// SessionStatus is a session's state.
-type SessionStatus string
-
-const (
-	StatusCreated SessionStatus = "created"
-	StatusStarted SessionStatus = "started"
-	StatusEnded   SessionStatus = "ended"
-)
-
 // TryAgain is the ws_uri a started session reports until a renderer has
 // joined the room and published its real WebSocket address.
 const TryAgain = "try_again"
@@ -123,79 +114,9 @@ func ValidAspectRatio(ar string) bool {
 	return false
 }
 
-// Event is something that can happen to a session.
-type Event string
-
-const (
-	EventStart     Event = "start"      // PUT start: repeats are answered with the stored ws_uri
-	EventStartOnce Event = "start_once" // POST start (second form): a repeat is an error
-	EventEnd       Event = "end"        // the caller ends it
-	EventAutoEnd   Event = "auto_end"   // everyone left the room, or the expiration passed
-	EventDelete    Event = "delete"
-)
-
-// Outcome says what a transition does.
-type Outcome int
-
-const (
-	Apply  Outcome = iota // change state
-	Repeat                // already in the target state: answer as before, change nothing
-)
-
-// Session error messages, shared by every route that can produce them.
-var (
-	ErrSessionNotFound = Errorf(NotFound, "Session not found").
-				WithSuggestion("Verify the session ID and that the session belongs to this account")
-	ErrStartEnded = Errorf(Conflict, "Cannot start an ended session").
-			WithSuggestion("An ended session cannot be restarted; create a new session")
-	ErrAlreadyStarted  = Errorf(Conflict, "Session is already started")
-	ErrEndNeverStarted = Errorf(Conflict, "Cannot end a session that was never started").
-				WithSuggestion("Only started sessions can be ended; start the session first, or delete it")
-	ErrDeleteStarted = Errorf(Conflict, "Cannot delete a session that has been started").
-				WithSuggestion("Only sessions in the created state can be deleted; started and ended sessions are kept as history")
-)
-
-// Next is the session state machine: the one place that says which events
-// each state accepts. It returns the state to move to and whether that is a
-// change or an idempotent repeat, or the error to answer with.
-// Delete moves to "" (the record is removed).
-func Next(from SessionStatus, ev Event) (SessionStatus, Outcome, error) {
-	switch from {
-	case StatusCreated:
-		switch ev {
-		case EventStart, EventStartOnce:
-			return StatusStarted, Apply, nil
-		case EventEnd:
-			return from, 0, ErrEndNeverStarted
-		case EventAutoEnd:
-			// Nothing runs before start, so there is nothing to end.
-			return from, Repeat, nil
-		case EventDelete:
-			return "", Apply, nil
-		}
-	case StatusStarted:
-		switch ev {
-		case EventStart:
-			return StatusStarted, Repeat, nil
-		case EventStartOnce:
-			return from, 0, ErrAlreadyStarted
-		case EventEnd, EventAutoEnd:
-			return StatusEnded, Apply, nil
-		case EventDelete:
-			return from, 0, ErrDeleteStarted
-		}
-	case StatusEnded:
-		switch ev {
-		case EventStart, EventStartOnce:
-			return from, 0, ErrStartEnded
-		case EventEnd, EventAutoEnd:
-			return StatusEnded, Repeat, nil
-		case EventDelete:
-			return from, 0, ErrDeleteStarted
-		}
-	}
-	return from, 0, Errorf(Internal, "Unknown session state %q or event %q", from, ev)
-}
+// ErrSessionNotFound answers a missing session, and another tenant's, alike.
+var ErrSessionNotFound = Errorf(NotFound, "Session not found").
+	WithSuggestion("Verify the session ID and that the session belongs to this account")
 
 // Expiration is when a session started at startedAt must end: the plan's cap
 // on one session, and never later than the minutes the account has left.

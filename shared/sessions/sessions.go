@@ -107,6 +107,31 @@ var DefaultPlatforms = []string{domain.PlatformLiveKit}
 // errBusy answers a loop that kept losing to concurrent writers.
 var errBusy = domain.Errorf(domain.Unavailable, "The session is changing concurrently, please retry")
 
+// transition is the opening that Start, Finish and Delete share: within
+// retry.Service's loop, read the session fresh and ask domain.Next whether
+// ev applies to it; a refused event ends the loop with Next's error.
+// Otherwise step acts on the session and Next's outcome, and asks to go
+// again (true) when its write lost to a concurrent one, so the next round
+// decides from fresh reads. A loop that keeps losing answers errBusy.
+func (s *Service) transition(ctx context.Context, userID, id string, ev domain.Event,
+	step func(ctx context.Context, sess domain.Session, outcome domain.Outcome) (again bool, err error)) error {
+	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
+		sess, err := s.store.GetSession(ctx, userID, id)
+		if err != nil {
+			return false, err
+		}
+		_, outcome, err := domain.Next(sess.Status, ev)
+		if err != nil {
+			return false, err
+		}
+		return step(ctx, sess, outcome)
+	})
+	if exhausted {
+		return errBusy
+	}
+	return err
+}
+
 // CreateInput is a Create Session request.
 type CreateInput struct {
 	Avatar      string
@@ -249,15 +274,7 @@ type Started struct {
 // stored ws_uri) or EventStartOnce (POST: a repeat is an error).
 func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event) (Started, error) {
 	var out Started
-	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
-		sess, err := s.store.GetSession(ctx, userID, id)
-		if err != nil {
-			return false, err
-		}
-		_, outcome, err := domain.Next(sess.Status, ev)
-		if err != nil {
-			return false, err
-		}
+	err := s.transition(ctx, userID, id, ev, func(ctx context.Context, sess domain.Session, outcome domain.Outcome) (bool, error) {
 		if outcome == domain.Repeat {
 			if sess.WSURI == domain.TryAgain && sess.JobEnqueuedAt.IsZero() && sess.WorkerID == "" {
 				s.Resend(ctx, sess) // an earlier send failed: nothing is lost, it is sent again
@@ -285,9 +302,6 @@ func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event)
 		out = Started{Session: sess, WSURI: sess.WSURI}
 		return false, nil
 	})
-	if exhausted {
-		return Started{}, errBusy
-	}
 	return out, err
 }
 
@@ -432,115 +446,10 @@ func (s *Service) send(ctx context.Context, sess domain.Session) {
 	}
 }
 
-// End ends a started session for its owner; ending an ended one repeats.
-func (s *Service) End(ctx context.Context, userID, id string) (domain.Session, error) {
-	return s.Finish(ctx, userID, id, domain.EventEnd, domain.ReasonEndedByCaller)
-}
-
-// Finish is the one end path for a session, whoever ends it: the API (End),
-// the renderer worker (the room emptied, the session expired, the renderer
-// failed, the worker drained) and the reaper (lease lapsed, expiration
-// passed, never claimed). It moves the session to ended for ev (EventEnd or
-// EventAutoEnd), bills it and frees its concurrency slot in one
-// transaction, so every session is billed exactly once.
-func (s *Service) Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error) {
-	return s.FinishIf(ctx, userID, id, ev, reason, domain.EndGuard{})
-}
-
-// ErrNoLongerDue answers FinishIf when the session has moved on from the
-// situation the end was decided in (its worker heartbeated again, another
-// worker claimed it): it is left running.
-var ErrNoLongerDue = errors.New("session no longer due to end")
-
-// FinishIf is Finish for ends decided from an earlier read (the reaper's
-// sweep, a worker's own end): it ends the session only while guard still
-// holds, checked on the fresh read and again in the end's transaction, and
-// otherwise returns ErrNoLongerDue.
-func (s *Service) FinishIf(ctx context.Context, userID, id string, ev domain.Event, reason string, guard domain.EndGuard) (domain.Session, error) {
-	var out domain.Session
-	endedNow := false
-	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
-		sess, err := s.store.GetSession(ctx, userID, id)
-		if err != nil {
-			return false, err
-		}
-		_, outcome, err := domain.Next(sess.Status, ev)
-		if err != nil {
-			return false, err
-		}
-		if outcome == domain.Repeat {
-			out = sess
-			return false, nil
-		}
-		if !guard.Holds(sess) {
-			out = sess
-			return false, ErrNoLongerDue
-		}
-		user, err := s.store.GetUser(ctx, userID)
-		if err != nil {
-			return false, err
-		}
-		now := s.now().UTC()
-		period := user.CurrentPeriod(now)
-		minutes := sess.BillableMinutes(now)
-		includedTotal := user.EffectivePlan(now).IncludedMinutes
-		includedUsed := user.IncludedUsedIn(period)
-		includedLeft := includedTotal - includedUsed
-		fromIncluded, fromPurchased, bill := domain.Charge(minutes, includedLeft, user.PurchasedRemaining)
-		err = s.store.EndSession(ctx, store.EndParams{
-			SessionID: id, LinkID: sess.LinkID, UserID: userID, EndedAt: now, Reason: reason, Billing: bill, Period: period,
-			FromIncluded: fromIncluded, FromPurchased: fromPurchased, SamePeriod: user.UsagePeriod == period.Key(),
-			IncludedHeadroom: fromPurchased == 0 && fromIncluded <= includedLeft,
-			IncludedTotal:    includedTotal, IncludedUsedWas: includedUsed, PurchasedWas: user.PurchasedRemaining,
-			Reserved: sess.ReservedMinutes, Guard: guard,
-		})
-		if errors.Is(err, store.ErrSessionChanged) || errors.Is(err, store.ErrAccountLimit) {
-			return true, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		sess.Status, sess.EndedAt, sess.EndReason, sess.Billing = domain.StatusEnded, now, reason, &bill
-		sess.Room.Token = ""
-		out = sess
-		endedNow = true
-		return false, nil
-	})
-	if exhausted {
-		return domain.Session{}, errBusy
-	}
-	if err == nil && endedNow {
-		s.markRoom(ctx, out)
-	}
-	return out, err
-}
-
-// markRoom writes the end on the room of a hosted session the avatar never
-// served: its visitor is waiting in that room and nothing else would tell
-// them (a served one sees the avatar leave). Best effort: the session has
-// ended whatever LiveKit answers.
-func (s *Service) markRoom(ctx context.Context, sess domain.Session) {
-	if s.rooms == nil || !sess.Hosted() || !sess.ServedAt.IsZero() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-	defer cancel()
-	if err := s.rooms.MarkEnded(ctx, sess.RoomName, sess.EndReason); err != nil {
-		s.log.WarnContext(ctx, "mark the room ended", "session_id", sess.ID, "room", sess.RoomName, "err", err)
-	}
-}
-
 // Delete removes a session that was never started.
 func (s *Service) Delete(ctx context.Context, userID, id string) error {
-	exhausted, err := retry.Service.Do(ctx, func(ctx context.Context) (bool, error) {
-		sess, err := s.store.GetSession(ctx, userID, id)
-		if err != nil {
-			return false, err
-		}
-		if _, _, err := domain.Next(sess.Status, domain.EventDelete); err != nil {
-			return false, err
-		}
-		err = s.store.DeleteCreatedSession(ctx, userID, id)
+	return s.transition(ctx, userID, id, domain.EventDelete, func(ctx context.Context, sess domain.Session, _ domain.Outcome) (bool, error) {
+		err := s.store.DeleteCreatedSession(ctx, userID, id)
 		if errors.Is(err, store.ErrSessionChanged) {
 			return true, nil
 		}
@@ -554,10 +463,6 @@ func (s *Service) Delete(ctx context.Context, userID, id string) error {
 		}
 		return false, nil
 	})
-	if exhausted {
-		return errBusy
-	}
-	return err
 }
 
 // Usage summarizes the caller's plan, minutes and running sessions.

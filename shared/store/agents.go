@@ -173,6 +173,3 @@ func (s *Store) DeleteAgent(ctx context.Context, a domain.Agent) error {
 	}
 	return nil
 }
-
-// ErrChanged means an item changed between the caller's read and its write.
-var ErrChanged = errors.New("item changed concurrently")

@@ -6,8 +6,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
-
-	"avatarsvc/shared/domain"
 )
 
 // Lists page through a user's items with an opaque cursor: DynamoDB's last
@@ -29,9 +27,6 @@ func encodeCursor(k dynamo.PagingKey) string {
 	b, _ := json.Marshal(m)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
-
-var errBadCursor = domain.Errorf(domain.Invalid, "Invalid cursor").
-	WithSuggestion("Pass the next_cursor value of the previous page unchanged")
 
 // decodeCursor checks that the cursor names exactly the expected key
 // attributes and that it belongs to userID (its user_id attribute; callers
