@@ -3,6 +3,8 @@ package avatar
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"image"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -42,8 +44,24 @@ const moderationFrame = 256
 
 // CheckImage decodes the image within bounds and requires one clear face
 // of adequate size.
-func (Moderation) CheckImage(data []byte) error {
-	img, err := Decode(bytes.NewReader(data), int64(len(data)))
+func (m Moderation) CheckImage(data []byte) error {
+	if IsVideo(data) {
+		return ErrUnsupportedFormat
+	}
+	return m.check(context.Background(), data)
+}
+
+// CheckVideo requires a real MP4 or WebM from which ffmpeg can take a
+// frame, and a face in that frame.
+func (m Moderation) CheckVideo(ctx context.Context, data []byte) error {
+	if !IsVideo(data) {
+		return ErrNotVideo
+	}
+	return m.check(ctx, data)
+}
+
+func (m Moderation) check(ctx context.Context, data []byte) error {
+	img, err := Still(ctx, m.ffmpeg(), data)
 	if err != nil {
 		return err
 	}
@@ -51,14 +69,25 @@ func (Moderation) CheckImage(data []byte) error {
 	return err
 }
 
-// CheckVideo requires a real MP4 or WebM from which ffmpeg can take a
-// frame, and a face in that frame.
-func (m Moderation) CheckVideo(ctx context.Context, data []byte) error {
-	frame, err := VideoFrame(ctx, m.ffmpeg(), data)
-	if err != nil {
-		return err
+// Still is the picture an avatar is animated from, under the upload's
+// bounds: an image of at most avatars.MaxImageBytes, or for an MP4 or WebM
+// of at most avatars.MaxVideoBytes the frame ffmpeg takes (VideoFrame's
+// box). Upload moderation and the renderer (avatarsource, whatever the
+// avatar's origin: upload, data URI or URL) both start here, so an avatar
+// given by URL meets exactly the checks an upload does.
+func Still(ctx context.Context, ffmpeg string, data []byte) (image.Image, error) {
+	if !IsVideo(data) {
+		return Decode(bytes.NewReader(data), avatars.MaxImageBytes)
 	}
-	return m.CheckImage(frame)
+	if len(data) > avatars.MaxVideoBytes {
+		return nil, fmt.Errorf("%w (the video is over %d bytes)", ErrTooLarge, avatars.MaxVideoBytes)
+	}
+	frame, err := VideoFrame(ctx, ffmpeg, data)
+	if err != nil {
+		return nil, err
+	}
+	// The frame is ffmpeg's PNG: its pixels are bounded, its bytes need not be.
+	return Decode(bytes.NewReader(frame), int64(len(frame)))
 }
 
 // IsVideo reports whether data is an MP4 or WebM file (by its bytes).

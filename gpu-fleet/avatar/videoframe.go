@@ -28,8 +28,10 @@ import (
 const (
 	// maxVideoPixels matches the image bound (MaxDimension squared).
 	maxVideoPixels = MaxDimension * MaxDimension
-	// maxProbeBytes bounds how much ffmpeg reads to find the streams.
-	maxProbeBytes = 5 << 20
+	// maxProbeBytes and maxProbeMicros bound how much ffmpeg reads to find
+	// the streams (a crafted file can otherwise make it scan all 50 MB).
+	maxProbeBytes  = 5 << 20
+	maxProbeMicros = 5_000_000
 	// maxFrameBytes bounds the PNG still ffmpeg writes.
 	maxFrameBytes = 64 << 20
 	// videoDeadline is the wall-clock budget for taking the still.
@@ -52,8 +54,9 @@ var DefaultVideoLimits = VideoLimits{AddressSpace: 1 << 30, CPUSeconds: 10, File
 // box it in) to read videos.
 var ErrVideoUnsupported = errors.New("video avatars need ffmpeg and prlimit, which are not installed on this deployment")
 
-// errNotVideo answers bytes that are neither MP4 nor WebM.
-var errNotVideo = errors.New("the file is not a playable MP4 or WebM video")
+// ErrNotVideo answers bytes that are neither MP4 nor WebM, or that ffmpeg
+// cannot take a frame from.
+var ErrNotVideo = errors.New("the file is not a playable MP4 or WebM video")
 
 // videoDemuxer names ffmpeg's demuxer for data's container, by its first
 // bytes: ISO base media (MP4, MOV) has an ftyp box first, WebM and Matroska
@@ -65,7 +68,7 @@ func videoDemuxer(data []byte) (string, error) {
 	case len(data) >= 4 && bytes.Equal(data[:4], []byte{0x1a, 0x45, 0xdf, 0xa3}):
 		return "matroska", nil
 	}
-	return "", errNotVideo
+	return "", ErrNotVideo
 }
 
 // VideoFrame takes one frame of a video as PNG with ffmpeg: half a second
@@ -94,42 +97,47 @@ func videoFrame(ctx context.Context, ffmpeg string, data []byte, lim VideoLimits
 	defer cancel()
 	var lastErr error
 	for _, at := range []string{"0.5", "0"} {
-		args := []string{"-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "1",
+		args := []string{"-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "1", "-filter_threads", "1",
 			"-f", demuxer, "-protocol_whitelist", "file",
-			"-probesize", strconv.Itoa(maxProbeBytes), "-analyzeduration", "5000000",
+			"-probesize", strconv.Itoa(maxProbeBytes), "-analyzeduration", strconv.Itoa(maxProbeMicros),
 			"-max_pixels", strconv.Itoa(maxVideoPixels),
 			"-ss", at, "-t", "1", "-i", "file:" + f.Name(),
 			"-map", "0:v:0", "-frames:v", "1", "-an", "-sn", "-dn",
 			"-f", "image2pipe", "-vcodec", "png", "-"}
-		out, err := runBoxed(ctx, lim, ffmpeg, args, maxFrameBytes)
-		if errors.Is(err, ErrVideoUnsupported) {
-			return nil, err
-		}
-		if err == nil && len(out) > 0 {
+		out, stderr, err := runBoxed(ctx, lim, ffmpeg, args, maxFrameBytes)
+		switch {
+		case err == nil && len(out) > 0:
 			return out, nil
-		}
-		if ctx.Err() != nil {
+		case errors.Is(err, ErrVideoUnsupported), errors.Is(err, ErrTooLarge):
+			return nil, err
+		case bytes.Contains(stderr, []byte("max pixel count")):
+			// The decoder refused the frame's declared size before
+			// allocating it; another seek point would meet the same.
+			return nil, fmt.Errorf("%w (a video frame is over %d pixels)", ErrTooLarge, maxVideoPixels)
+		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%w: the video took too long to read", ErrCorruptImage)
+		case killedAtLimit(err):
+			return nil, fmt.Errorf("%w: reading the video went over its CPU or memory limit (%v)", ErrCorruptImage, err)
 		}
 		lastErr = err
 	}
 	if lastErr != nil {
-		return nil, fmt.Errorf("%w (%v)", errNotVideo, lastErr)
+		return nil, fmt.Errorf("%w (%v)", ErrNotVideo, lastErr)
 	}
-	return nil, errNotVideo
+	return nil, ErrNotVideo
 }
 
 // runBoxed runs bin with args under prlimit's rlimits in its own process
 // group, killed with the group when ctx ends, and returns its stdout, read
-// up to maxOut bytes (more is an error).
-func runBoxed(ctx context.Context, lim VideoLimits, bin string, args []string, maxOut int) ([]byte, error) {
+// up to maxOut bytes (more is an error), and the start of its stderr.
+func runBoxed(ctx context.Context, lim VideoLimits, bin string, args []string, maxOut int) (stdout, stderr []byte, err error) {
 	binPath, err := exec.LookPath(bin)
 	if err != nil {
-		return nil, ErrVideoUnsupported
+		return nil, nil, ErrVideoUnsupported
 	}
 	prlimit, err := prlimitPath(binPath)
 	if err != nil {
-		return nil, ErrVideoUnsupported
+		return nil, nil, ErrVideoUnsupported
 	}
 	boxed := append([]string{
 		"--as=" + strconv.FormatInt(lim.AddressSpace, 10),
@@ -144,15 +152,34 @@ func runBoxed(ctx context.Context, lim VideoLimits, bin string, args []string, m
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	out := &cappedBuffer{max: maxOut}
-	stderr := &cappedBuffer{max: 4 << 10, truncate: true}
-	cmd.Stdout, cmd.Stderr = out, stderr
+	errOut := &cappedBuffer{max: 4 << 10, truncate: true}
+	cmd.Stdout, cmd.Stderr = out, errOut
 	if err := cmd.Run(); err != nil {
 		if out.overflow {
-			return nil, fmt.Errorf("%w: the video's frame is too large", ErrTooLarge)
+			return nil, errOut.buf.Bytes(), fmt.Errorf("%w: the video's frame is too large", ErrTooLarge)
 		}
-		return nil, fmt.Errorf("%s: %w: %s", bin, err, bytes.TrimSpace(stderr.buf.Bytes()))
+		return out.buf.Bytes(), errOut.buf.Bytes(), fmt.Errorf("%s: %w: %s", bin, err, bytes.TrimSpace(errOut.buf.Bytes()))
 	}
-	return out.buf.Bytes(), nil
+	return out.buf.Bytes(), errOut.buf.Bytes(), nil
+}
+
+// killedAtLimit reports a child the kernel killed at an rlimit: SIGKILL at
+// the CPU limit (prlimit sets soft = hard), SIGXCPU, SIGXFSZ or SIGSEGV
+// when the address space ran out.
+func killedAtLimit(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return false
+	}
+	switch ws.Signal() {
+	case syscall.SIGKILL, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGSEGV:
+		return true
+	}
+	return false
 }
 
 // prlimitPath finds prlimit beside bin (a Lambda layer ships both in

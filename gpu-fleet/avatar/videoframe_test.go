@@ -6,11 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"avatarsvc/gpu-fleet/testfiles"
 )
@@ -57,6 +63,10 @@ func TestVideoFrameOpensOnlyItsInput(t *testing.T) {
 		t.Fatalf("make the local segment: %v %s", err, out)
 	}
 	playlist := fmt.Sprintf("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\n%s\n#EXT-X-ENDLIST\n", secret)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	remote := fmt.Sprintf("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\n%s/x.ts\n#EXT-X-ENDLIST\n", srv.URL)
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -64,6 +74,8 @@ func TestVideoFrameOpensOnlyItsInput(t *testing.T) {
 		{"playlist", []byte(playlist)},
 		{"playlist behind an ftyp box", append([]byte("\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"), playlist...)},
 		{"playlist behind the EBML magic", append([]byte{0x1a, 0x45, 0xdf, 0xa3}, playlist...)},
+		{"playlist of a loopback URL", []byte(remote)},
+		{"concat script", []byte("ffconcat version 1.0\nfile " + secret + "\n")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := VideoFrame(context.Background(), "ffmpeg", tc.data)
@@ -71,6 +83,9 @@ func TestVideoFrameOpensOnlyItsInput(t *testing.T) {
 				t.Fatalf("got a %d-byte still (err %v), want a refusal and no picture of another file", len(out), err)
 			}
 		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("requests that reached the loopback server: got %d, want 0", n)
 	}
 }
 
@@ -92,9 +107,82 @@ func TestVideoFrameRefusesHugeFrames(t *testing.T) {
 	if err == nil || len(out) > 0 {
 		t.Fatalf("4200x4100 video: got a %d-byte still (err %v), want a refusal", len(out), err)
 	}
-	if !strings.Contains(err.Error(), "exceeds specified max pixel count") {
-		t.Errorf("err: got %v, want ffmpeg's max pixel refusal", err)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("err: got %v, want ErrTooLarge (the upload's answer to a 4200x4100 image)", err)
 	}
+	if err := (Moderation{}).CheckVideo(context.Background(), data); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("moderation: got %v, want ErrTooLarge", err)
+	}
+}
+
+// TestVideoFrameRunsInTheBox: the limits reach the ffmpeg that reads the
+// video. A clip that reads fine with the defaults is refused when the box
+// leaves no room for ffmpeg itself (16 MiB address space), and a "decoder"
+// that spins is killed at a 1 s CPU limit (the same path a crafted file that
+// makes ffmpeg spin would take).
+func TestVideoFrameRunsInTheBox(t *testing.T) {
+	needBox(t)
+	clip := testfiles.Read(t, testfiles.FaceMP4)
+	spinner := filepath.Join(t.TempDir(), "ffmpeg")
+	if err := os.WriteFile(spinner, []byte("#!/bin/sh\nwhile :; do :; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, ffmpeg string
+		lim          VideoLimits
+		want         string
+	}{
+		{"16 MiB address space", "ffmpeg", VideoLimits{AddressSpace: 16 << 20, CPUSeconds: 10, FileSize: 1 << 20, OpenFiles: 32}, "not a playable"},
+		{"1 CPU second, spinning", spinner, VideoLimits{AddressSpace: 1 << 30, CPUSeconds: 1, FileSize: 1 << 20, OpenFiles: 32}, "over its CPU or memory limit"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := videoFrame(context.Background(), tc.ffmpeg, clip, tc.lim)
+			if err == nil || len(out) > 0 {
+				t.Fatalf("got a %d-byte still (err %v), want a refusal", len(out), err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err: got %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBoxedGroupDiesAtTheDeadline: when the deadline passes, the whole
+// process group goes, not just the direct child: a grandchild left behind
+// would keep decoding outside anyone's watch.
+func TestBoxedGroupDiesAtTheDeadline(t *testing.T) {
+	needBox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	out, _, err := runBoxed(ctx, DefaultVideoLimits, "sh", []string{"-c", "sleep 60 & echo $!; wait"}, 1<<10)
+	if err == nil {
+		t.Fatal("got no error, want the run cut at its deadline")
+	}
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(out)))
+	if perr != nil {
+		t.Fatalf("grandchild pid: got %q (%v)", out, err)
+	}
+	// Killed processes are reaped by init shortly after; wait for that
+	// rather than for time.
+	for range 100 {
+		if !alive(pid) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	t.Errorf("grandchild %d: got still running after the deadline, want it killed with its group", pid)
+}
+
+// alive reports a process that exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z'
 }
 
 // TestBoxedChildRunsUnderLimits reads the limits the child actually has,
@@ -102,7 +190,7 @@ func TestVideoFrameRefusesHugeFrames(t *testing.T) {
 func TestBoxedChildRunsUnderLimits(t *testing.T) {
 	needBox(t)
 	lim := VideoLimits{AddressSpace: 512 << 20, CPUSeconds: 1, FileSize: 1 << 20, OpenFiles: 16}
-	out, err := runBoxed(context.Background(), lim, "cat", []string{"/proc/self/limits"}, 1<<16)
+	out, _, err := runBoxed(context.Background(), lim, "cat", []string{"/proc/self/limits"}, 1<<16)
 	if err != nil {
 		t.Fatalf("cat /proc/self/limits: %v", err)
 	}
@@ -123,7 +211,7 @@ func TestBoxedChildRunsUnderLimits(t *testing.T) {
 			t.Errorf("%s: got %q, want soft and hard %s", want.name, line, want.value)
 		}
 	}
-	_, err = runBoxed(context.Background(), lim, "sh", []string{"-c", "while :; do :; done"}, 1<<10)
+	_, _, err = runBoxed(context.Background(), lim, "sh", []string{"-c", "while :; do :; done"}, 1<<10)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.Exited() {
 		t.Errorf("spinning child: got %v, want it killed by a signal at its CPU limit", err)

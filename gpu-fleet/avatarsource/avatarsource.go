@@ -7,7 +7,6 @@
 package avatarsource
 
 import (
-	"bytes"
 	"container/list"
 	"context"
 	"crypto/sha256"
@@ -39,7 +38,7 @@ type Config struct {
 	S3     ObjectGetter
 	Policy netguard.Policy
 	// MaxBytes caps an avatar's size, checked while reading (50 MiB, the
-	// upload limit for videos).
+	// upload limit for videos; images are then held to the upload's 10 MiB).
 	MaxBytes int64
 	// FFmpeg takes the still of a video avatar ("ffmpeg" on PATH when empty).
 	FFmpeg string
@@ -143,13 +142,10 @@ func (l *Loader) Load(ctx context.Context, src domain.AvatarSource, width, heigh
 	if p := l.cached(key); p != nil {
 		return p, nil
 	}
-	if avatar.IsVideo(data) {
-		// Video avatars are animated from one still of the video.
-		if data, err = avatar.VideoFrame(ctx, l.cfg.FFmpeg, data); err != nil {
-			return nil, err
-		}
-	}
-	img, err := avatar.Decode(bytes.NewReader(data), l.cfg.MaxBytes)
+	// The upload's checks, whatever the avatar's origin (a URL given to
+	// Create Session included): its bounds, a video's still from ffmpeg's
+	// box, then Prepare's face checks.
+	img, err := avatar.Still(ctx, l.cfg.FFmpeg, data)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +254,8 @@ func EndReason(err error) string {
 		return "avatar_rejected: image too large"
 	case errors.Is(err, avatar.ErrUnsupportedFormat), errors.Is(err, avatar.ErrCorruptImage):
 		return "avatar_rejected: unreadable image"
+	case errors.Is(err, avatar.ErrNotVideo):
+		return "avatar_rejected: unreadable video"
 	case errors.Is(err, avatar.ErrVideoUnsupported):
 		return "avatar_rejected: video avatars need ffmpeg on the renderer host"
 	case errors.Is(err, netguard.ErrAddressNotAllowed):

@@ -3,8 +3,15 @@ package avatarsource
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -137,6 +144,89 @@ func TestEndReasons(t *testing.T) {
 		t.Run(tt.want, func(t *testing.T) {
 			if got := EndReason(tt.err); got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestURLAvatarsMeetTheUploadChecks: an avatar given by URL to Create
+// Session gets the verdict an upload of the same bytes gets from upload
+// moderation (avatar.Moderation), as the session's end reason: the same
+// size bounds, the same video box, the same face checks.
+func TestURLAvatarsMeetTheUploadChecks(t *testing.T) {
+	dir := t.TempDir()
+	ffmpeg := func(out string, args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command("ffmpeg", append(append([]string{"-v", "error", "-y"}, args...),
+			"-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", filepath.Join(dir, out))...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg %s: %v %s", out, err, b)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	face := testfiles.Read(t, testfiles.FacePNG)
+	files := map[string][]byte{
+		"/face.png":   face,
+		"/noface.jpg": testfiles.Read(t, testfiles.NoFaceJPEG),
+		"/face.mp4":   testfiles.Read(t, testfiles.FaceMP4),
+		"/noface.mp4": ffmpeg("noface.mp4", "-loop", "1", "-i", testfiles.Path(testfiles.NoFaceJPEG),
+			"-t", "1", "-r", "5", "-vf", "scale=512:-2"),
+		"/huge.mp4": ffmpeg("huge.mp4", "-f", "lavfi", "-i", "color=c=gray:s=4200x4100:d=0.2:r=5"),
+		// The face PNG padded to 11 MiB: a good picture, but over the
+		// upload's 10 MiB for images.
+		"/padded.png":   append(append([]byte{}, face...), make([]byte, 11<<20-len(face))...),
+		"/playlist.mp4": []byte("#EXTM3U\n#EXTINF:1,\nfile:///etc/passwd\n#EXT-X-ENDLIST\n"),
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, ok := files[r.URL.Path]; ok {
+			w.Write(b)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	l := New(Config{Policy: netguard.Policy{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, RootCAs: roots})
+	// upload is upload moderation's check for the bytes, chosen by the
+	// sniffed type as avatars.Service.Upload chooses it.
+	upload := func(data []byte) error {
+		m := avatar.Moderation{}
+		if avatar.IsVideo(data) {
+			return m.CheckVideo(context.Background(), data)
+		}
+		return m.CheckImage(data)
+	}
+	tests := []struct {
+		path, want string // want "": accepted
+	}{
+		{"/face.png", ""},
+		{"/face.mp4", ""},
+		{"/noface.jpg", "avatar_rejected: no face found"},
+		{"/noface.mp4", "avatar_rejected: no face found"},
+		{"/huge.mp4", "avatar_rejected: image too large"},
+		{"/padded.png", "avatar_rejected: image too large"},
+		{"/playlist.mp4", "avatar_rejected: unreadable image"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			_, err := l.Load(context.Background(), domain.AvatarSource{URL: srv.URL + tt.path}, 512, 512)
+			modErr := upload(files[tt.path])
+			if tt.want == "" {
+				if err != nil || modErr != nil {
+					t.Fatalf("got load error %v, upload verdict %v; want both accepted", err, modErr)
+				}
+				return
+			}
+			if got := EndReason(err); got != tt.want {
+				t.Errorf("URL avatar: got %q (err %v), want %q", got, err, tt.want)
+			}
+			if got := EndReason(modErr); got != tt.want {
+				t.Errorf("upload moderation: got %q (err %v), want the same refusal %q", got, modErr, tt.want)
 			}
 		})
 	}
