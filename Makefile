@@ -33,11 +33,11 @@ lint:
 bench: setup
 	$(GO) run ./scripts/apibench
 	$(GO) run ./scripts/startbench -n 30
-	$(GO) run ./gpu-fleet/cmd/lipsync-bench -n 30
-	$(GO) run ./gpu-fleet/cmd/talk-bench -rounds 2
+	$(GO) run ./scripts/lipsync-bench -n 30
+	$(GO) run ./scripts/talk-bench -rounds 2
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./gpu-fleet/...
-	$(GO) run ./gpu-fleet/cmd/stream-bench -room -streams 1,8,10,12 -aspect 1:1
-	$(GO) run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
+	$(GO) run ./scripts/stream-bench -room -streams 1,8,10,12 -aspect 1:1
+	$(GO) run ./scripts/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
 
 ## build: an arm64 `bootstrap` per Lambda function under build/<name>/
 build: $(FUNCTIONS:%=build-%)

@@ -13,7 +13,7 @@
 // MODE "bench": BENCH_SEGMENTS (20) segments of 1 s from sample BENCH_ONSET
 //   (a voiced onset), each after the mouth is at rest again; the epoch time
 //   in ms at which each segment's first frame was handed to the framework
-//   (gpu-fleet/cmd/lipsync-bench).
+//   (scripts/lipsync-bench).
 import { Room, TrackKind } from '@livekit/rtc-node';
 import { initializeLogger, voice } from '@livekit/agents';
 import { readWav, speak } from './speech.mjs';

@@ -355,7 +355,7 @@ From zero to a talking avatar (in another terminal):
     "$(base64 -w0 gpu-fleet/testfiles/images/face-astronaut.png)" "$RENDERER" > /tmp/session.json
   curl -s -X POST %[1]s/v1/sessions -H "x-api-key: $KEY" -H 'Content-Type: application/json' -d @/tmp/session.json
   curl -s -X PUT  %[1]s/v1/sessions/<session_id>/start -H "x-api-key: $KEY"     # -> ws_uri
-  go run ./gpu-fleet/cmd/speak -ws <ws_uri> -session-id <session_id> -session-token <session_token> \
+  go run ./scripts/speak -ws <ws_uri> -session-id <session_id> -session-token <session_token> \
     -wav gpu-fleet/testfiles/audio/speech-16k.wav
   curl -s -X POST %[1]s/v1/sessions/<session_id>/end -H "x-api-key: $KEY"
   curl -s         %[1]s/v1/usage -H "x-api-key: $KEY"

@@ -7,7 +7,7 @@
 // sessions publish into a real livekit-server instead, one process with many
 // sessions as the fleet runs, with a subscriber per room (room.go).
 //
-//	go run ./gpu-fleet/cmd/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
+//	go run ./scripts/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
 //
 // Each configuration runs in a fresh child process so memory figures are
 // its own. It prints a markdown table:
@@ -25,7 +25,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,7 +33,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -443,21 +441,4 @@ func loadAvatar(path string, w, h int) (*avatar.Prepared, error) {
 		return nil, err
 	}
 	return avatar.Prepare(img, w, h)
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory; give -image and -wav")
-		}
-		dir = parent
-	}
 }

@@ -1,5 +1,5 @@
-// Package rig is what the benchmark commands run renderer sessions on.
-package rig
+// Package benchrig is what the benchmark commands run renderer sessions on.
+package benchrig
 
 import (
 	"context"

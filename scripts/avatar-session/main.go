@@ -5,7 +5,7 @@
 //
 // Locally, against the livekit-server of the local stack:
 //
-//	go run ./gpu-fleet/cmd/avatar-session -url ws://127.0.0.1:7880 \
+//	go run ./scripts/avatar-session -url ws://127.0.0.1:7880 \
 //	    -api-key devkey -api-secret <secret> -room demo \
 //	    -avatar gpu-fleet/testfiles/images/face-astronaut.png
 //
@@ -171,7 +171,7 @@ func run(ctx context.Context, args []string) error {
 	wsURI := fmt.Sprintf("ws://%s/ws/%s", ln.Addr(), o.sessionID)
 	fmt.Printf("ws_uri:        %s\nsession_id:    %s\nsession_token: %s\nagent_identity: %s\n\n",
 		wsURI, o.sessionID, o.sessionToken, room.AgentIdentity)
-	fmt.Printf("send speech:   go run ./gpu-fleet/cmd/speak -ws %s -session-id %s -session-token %s -wav gpu-fleet/testfiles/audio/speech-16k.wav\n\n",
+	fmt.Printf("send speech:   go run ./scripts/speak -ws %s -session-id %s -session-token %s -wav gpu-fleet/testfiles/audio/speech-16k.wav\n\n",
 		wsURI, o.sessionID, o.sessionToken)
 
 	select {

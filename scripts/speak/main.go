@@ -1,7 +1,7 @@
 // Command speak streams a WAV file to an avatar session's ws_uri in real
 // time, the way a TTS engine would, and prints what the server says back.
 //
-//	go run ./gpu-fleet/cmd/speak -ws ws://127.0.0.1:8765/ws/sess_x \
+//	go run ./scripts/speak -ws ws://127.0.0.1:8765/ws/sess_x \
 //	    -session-id sess_x -session-token <token> -wav speech.wav
 //
 // It sends session.init, then agent.speak chunks of -chunk length at the

@@ -15,7 +15,7 @@
 //     and, in a second identical room, off; the difference is what
 //     listening and answering cost on top of rendering.
 //
-//     go run ./gpu-fleet/cmd/talk-bench -rounds 2
+//     go run ./scripts/talk-bench -rounds 2
 package main
 
 import (
@@ -29,11 +29,11 @@ import (
 	"syscall"
 	"time"
 
-	"avatarsvc/gpu-fleet/cmd/internal/rig"
 	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/stt"
+	"avatarsvc/scripts/benchrig"
 	"avatarsvc/scripts/benchtable"
 )
 
@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	lab, err := rig.Start(ctx)
+	lab, err := benchrig.Start(ctx)
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ type roomResult struct {
 
 // playThrough runs one session in roomName, plays the clips as a person's
 // microphone and measures.
-func playThrough(ctx context.Context, lab *rig.Rig, roomName string, clips []stt.Clip, rounds int, talk bool) (roomResult, error) {
+func playThrough(ctx context.Context, lab *benchrig.Rig, roomName string, clips []stt.Clip, rounds int, talk bool) (roomResult, error) {
 	av := roomtest.Face(roomtest.PanicT{}, render.Square)
 	viewer := lab.Viewer(roomtest.PanicT{}, roomName, "person", av)
 	defer viewer.Room.Disconnect()

@@ -15,7 +15,7 @@
 // the next tick), rendering, VP8 encoding, the SFU and decoding, so it
 // bounds "first frame with mouth motion published" from above.
 //
-//	go run ./gpu-fleet/cmd/lipsync-bench -n 20
+//	go run ./scripts/lipsync-bench -n 20
 package main
 
 import (
@@ -33,11 +33,11 @@ import (
 	"syscall"
 	"time"
 
-	"avatarsvc/gpu-fleet/cmd/internal/rig"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/testfiles"
+	"avatarsvc/scripts/benchrig"
 	"avatarsvc/scripts/benchtable"
 	"avatarsvc/scripts/localstack"
 )
@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lab, err := rig.Start(ctx)
+	lab, err := benchrig.Start(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,95 @@
+package layout_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"avatarsvc/scripts/localstack"
+)
+
+// scriptsImports reads `go list -f '{{.ImportPath}} {{join .Deps " "}}'`
+// output and returns "pkg -> dep" for every dependency under scripts/.
+func scriptsImports(listing string) []string {
+	var bad []string
+	sc := bufio.NewScanner(strings.NewReader(listing))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		for _, dep := range fields[1:] {
+			if dep == "avatarsvc/scripts" || strings.HasPrefix(dep, "avatarsvc/scripts/") {
+				bad = append(bad, fields[0]+" -> "+dep)
+			}
+		}
+	}
+	return bad
+}
+
+func TestScriptsImports(t *testing.T) {
+	for _, tc := range []struct {
+		name, listing string
+		want          []string
+	}{
+		{"clean", "avatarsvc/gpu-fleet/worker fmt avatarsvc/gpu-fleet/room\n", nil},
+		{"direct", "avatarsvc/gpu-fleet/cmd/x fmt avatarsvc/scripts/localstack\n",
+			[]string{"avatarsvc/gpu-fleet/cmd/x -> avatarsvc/scripts/localstack"}},
+		{"prefix only", "avatarsvc/gpu-fleet/a avatarsvc/scriptsx/y\n", nil},
+		{"no deps", "avatarsvc/gpu-fleet/a\n\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := scriptsImports(tc.listing); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFleetDoesNotImportScripts: nothing the fleet builds (tests aside,
+// which may start the local stack) depends on scripts/.
+func TestFleetDoesNotImportScripts(t *testing.T) {
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-test=false",
+		"-f", `{{.ImportPath}} {{join .Deps " "}}`, "./gpu-fleet/...")
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./gpu-fleet/...: %v", err)
+	}
+	if len(strings.TrimSpace(string(out))) == 0 {
+		t.Fatal("go list ./gpu-fleet/... listed no packages")
+	}
+	if bad := scriptsImports(string(out)); len(bad) > 0 {
+		t.Errorf("got gpu-fleet packages depending on scripts/:\n  %s\nwant none",
+			strings.Join(bad, "\n  "))
+	}
+}
+
+// TestFleetCmdHoldsOnlyTheProduct: benches and dev tools live in scripts/.
+func TestFleetCmdHoldsOnlyTheProduct(t *testing.T) {
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(root, "gpu-fleet", "cmd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if want := []string{"renderer-worker"}; !slices.Equal(got, want) {
+		t.Errorf("gpu-fleet/cmd: got %q, want %q", got, want)
+	}
+}
