@@ -141,6 +141,11 @@ func TestEventsReplayLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// events/agents-create.json names an ElevenLabs agent: the operator
+	// enables it for the account first (scripts/admin voice-agent-allow).
+	if _, err := stack.App.Accounts.AllowVoiceAgent(context.Background(), acct.User.ID, "elevenlabs", "agent_123"); err != nil {
+		t.Fatal(err)
+	}
 	vars := map[string]string{"API_KEY": acct.LiveKey}
 	num := func(v any) string { return strconv.Itoa(int(v.(float64))) }
 	steps := []struct {
