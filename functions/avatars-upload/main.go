@@ -3,8 +3,11 @@
 package main
 
 import (
-	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/shared/avatarimage"
+	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/lambdafn"
 )
 
-func main() { lambdafn.Serve("avatars-upload", lambdafn.WithModerator(avatar.NewModerator)) }
+func newModerator(ffmpeg string) avatars.Moderator { return avatarimage.Moderation{FFmpeg: ffmpeg} }
+
+func main() { lambdafn.Serve("avatars-upload", lambdafn.WithModerator(newModerator)) }

@@ -23,8 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/netguard"
+	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
 )
 
@@ -67,7 +67,7 @@ type cacheKey struct {
 
 type cacheEntry struct {
 	key      cacheKey
-	prepared *avatar.Prepared
+	prepared *avatarimage.Prepared
 }
 
 // New returns a Loader.
@@ -133,7 +133,7 @@ type statusError struct {
 func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d from %s", e.status, e.host) }
 
 // Load fetches src, decodes it and prepares it at width x height.
-func (l *Loader) Load(ctx context.Context, src domain.AvatarSource, width, height int) (*avatar.Prepared, error) {
+func (l *Loader) Load(ctx context.Context, src domain.AvatarSource, width, height int) (*avatarimage.Prepared, error) {
 	data, err := l.fetch(ctx, src)
 	if err != nil {
 		return nil, err
@@ -145,11 +145,11 @@ func (l *Loader) Load(ctx context.Context, src domain.AvatarSource, width, heigh
 	// The upload's checks, whatever the avatar's origin (a URL given to
 	// Create Session included): its bounds, a video's still from ffmpeg's
 	// box, then Prepare's face checks.
-	img, err := avatar.Still(ctx, l.cfg.FFmpeg, data)
+	img, err := avatarimage.Still(ctx, l.cfg.FFmpeg, data)
 	if err != nil {
 		return nil, err
 	}
-	p, err := avatar.Prepare(img, width, height)
+	p, err := avatarimage.Prepare(img, width, height)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func (l *Loader) readCapped(r io.Reader, declared int64) ([]byte, error) {
 	return data, nil
 }
 
-func (l *Loader) cached(k cacheKey) *avatar.Prepared {
+func (l *Loader) cached(k cacheKey) *avatarimage.Prepared {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e, ok := l.index[k]; ok {
@@ -225,7 +225,7 @@ func (l *Loader) cached(k cacheKey) *avatar.Prepared {
 	return nil
 }
 
-func (l *Loader) remember(k cacheKey, p *avatar.Prepared) {
+func (l *Loader) remember(k cacheKey, p *avatarimage.Prepared) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.index[k]; ok {
@@ -244,19 +244,19 @@ func (l *Loader) remember(k cacheKey, p *avatar.Prepared) {
 // "avatar_rejected: <why>" when the image is not usable.
 func EndReason(err error) string {
 	switch {
-	case errors.Is(err, avatar.ErrNoFace):
+	case errors.Is(err, avatarimage.ErrNoFace):
 		return "avatar_rejected: no face found"
-	case errors.Is(err, avatar.ErrManyFaces):
+	case errors.Is(err, avatarimage.ErrManyFaces):
 		return "avatar_rejected: more than one face"
-	case errors.Is(err, avatar.ErrFaceTooSmall):
+	case errors.Is(err, avatarimage.ErrFaceTooSmall):
 		return "avatar_rejected: face too small"
-	case errors.Is(err, errTooLarge), errors.Is(err, avatar.ErrTooLarge):
+	case errors.Is(err, errTooLarge), errors.Is(err, avatarimage.ErrTooLarge):
 		return "avatar_rejected: image too large"
-	case errors.Is(err, avatar.ErrUnsupportedFormat), errors.Is(err, avatar.ErrCorruptImage):
+	case errors.Is(err, avatarimage.ErrUnsupportedFormat), errors.Is(err, avatarimage.ErrCorruptImage):
 		return "avatar_rejected: unreadable image"
-	case errors.Is(err, avatar.ErrNotVideo):
+	case errors.Is(err, avatarimage.ErrNotVideo):
 		return "avatar_rejected: unreadable video"
-	case errors.Is(err, avatar.ErrVideoUnsupported):
+	case errors.Is(err, avatarimage.ErrVideoUnsupported):
 		return "avatar_rejected: video avatars need ffmpeg on the renderer host"
 	case errors.Is(err, netguard.ErrAddressNotAllowed):
 		return "avatar_unavailable: address not allowed"

@@ -17,10 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/netguard"
 	"avatarsvc/gpu-fleet/testfiles"
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
 )
 
@@ -133,9 +133,9 @@ func TestEndReasons(t *testing.T) {
 		err  error
 		want string
 	}{
-		{avatar.ErrManyFaces, "avatar_rejected: more than one face"},
-		{avatar.ErrFaceTooSmall, "avatar_rejected: face too small"},
-		{avatar.ErrCorruptImage, "avatar_rejected: unreadable image"},
+		{avatarimage.ErrManyFaces, "avatar_rejected: more than one face"},
+		{avatarimage.ErrFaceTooSmall, "avatar_rejected: face too small"},
+		{avatarimage.ErrCorruptImage, "avatar_rejected: unreadable image"},
 		{fmt.Errorf("wrapped: %w", &statusError{status: 404, host: "x"}), "avatar_unavailable: HTTP 404"},
 		{context.DeadlineExceeded, "avatar_unavailable: timed out"},
 		{errors.New("anything else"), "avatar_unavailable: could not load the image"},
@@ -151,7 +151,7 @@ func TestEndReasons(t *testing.T) {
 
 // TestURLAvatarsMeetTheUploadChecks: an avatar given by URL to Create
 // Session gets the verdict an upload of the same bytes gets from upload
-// moderation (avatar.Moderation), as the session's end reason: the same
+// moderation (avatarimage.Moderation), as the session's end reason: the same
 // size bounds, the same video box, the same face checks.
 func TestURLAvatarsMeetTheUploadChecks(t *testing.T) {
 	dir := t.TempDir()
@@ -195,8 +195,8 @@ func TestURLAvatarsMeetTheUploadChecks(t *testing.T) {
 	// upload is upload moderation's check for the bytes, chosen by the
 	// sniffed type as avatars.Service.Upload chooses it.
 	upload := func(data []byte) error {
-		m := avatar.Moderation{}
-		if avatar.IsVideo(data) {
+		m := avatarimage.Moderation{}
+		if avatarimage.IsVideo(data) {
 			return m.CheckVideo(context.Background(), data)
 		}
 		return m.CheckImage(data)

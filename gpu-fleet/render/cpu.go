@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"avatarsvc/gpu-fleet/audio"
-	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/shared/avatarimage"
 )
 
 // CPURenderer is the model-free lip-sync backend: it animates the prepared
@@ -34,13 +34,13 @@ type CPURenderer struct {
 
 // NewCPURenderer returns the CPU backend for a prepared avatar, with the
 // default seed for its idle motion.
-func NewCPURenderer(av *avatar.Prepared) *CPURenderer {
+func NewCPURenderer(av *avatarimage.Prepared) *CPURenderer {
 	return NewCPURendererSeeded(av, 1)
 }
 
 // NewCPURendererSeeded returns the CPU backend whose idle motion (blinks,
 // sway) follows seed; the same seed and audio give the same frames.
-func NewCPURendererSeeded(av *avatar.Prepared, seed uint64) *CPURenderer {
+func NewCPURendererSeeded(av *avatarimage.Prepared, seed uint64) *CPURenderer {
 	b := av.Image.Bounds()
 	r := &CPURenderer{w: b.Dx(), h: b.Dy(), analyzer: audio.NewAnalyzer(), idle: newIdleMotion(seed)}
 	r.base = NewFrame(r.w, r.h)

@@ -4,7 +4,7 @@ import (
 	"image"
 	"math"
 
-	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/shared/avatarimage"
 )
 
 // mouthRig holds what is fixed per avatar about the mouth and jaw: the lip
@@ -43,7 +43,7 @@ type mouthRig struct {
 // mouth warp are evaluated exactly; pixels in between interpolate.
 const gridStep = 6
 
-func newMouthRig(av *avatar.Prepared, base *Frame) *mouthRig {
+func newMouthRig(av *avatarimage.Prepared, base *Frame) *mouthRig {
 	p := func(pt image.Point) (float32, float32) { return float32(pt.X), float32(pt.Y) }
 	lx, ly := p(av.MouthLeft)
 	rx, ry := p(av.MouthRight)

@@ -11,16 +11,16 @@ import (
 	"testing"
 
 	"avatarsvc/gpu-fleet/audio"
-	"avatarsvc/gpu-fleet/avatar"
+	"avatarsvc/shared/avatarimage"
 )
 
 var (
-	prepared   = map[string]*avatar.Prepared{}
+	prepared   = map[string]*avatarimage.Prepared{}
 	preparedMu sync.Mutex
 )
 
 // astronaut returns the test portrait prepared at w x h, once per size.
-func astronaut(t testing.TB, w, h int) *avatar.Prepared {
+func astronaut(t testing.TB, w, h int) *avatarimage.Prepared {
 	t.Helper()
 	preparedMu.Lock()
 	defer preparedMu.Unlock()
@@ -32,11 +32,11 @@ func astronaut(t testing.TB, w, h int) *avatar.Prepared {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := avatar.Decode(bytes.NewReader(data), 0)
+	img, err := avatarimage.Decode(bytes.NewReader(data), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := avatar.Prepare(img, w, h)
+	p, err := avatarimage.Prepare(img, w, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,13 +17,13 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"avatarsvc/gpu-fleet/audiows"
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/shared/avatarimage"
 )
 
 const (
@@ -37,7 +37,7 @@ const (
 	movingMin = roomtest.MouthMoving
 )
 
-func prepareAvatar(t *testing.T, aspect render.AspectRatio) *avatar.Prepared {
+func prepareAvatar(t *testing.T, aspect render.AspectRatio) *avatarimage.Prepared {
 	return roomtest.Face(t, aspect)
 }
 
@@ -50,7 +50,7 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(io.Discard, nil))
 }
 
-func joinViewer(t *testing.T, lk *localstack.LiveKit, roomName string, av *avatar.Prepared) *roomtest.Viewer {
+func joinViewer(t *testing.T, lk *localstack.LiveKit, roomName string, av *avatarimage.Prepared) *roomtest.Viewer {
 	t.Helper()
 	token, err := room.Token(lk.APIKey, lk.APISecret, roomName, "viewer", time.Hour)
 	if err != nil {
@@ -80,14 +80,14 @@ func newStack(t *testing.T) *stack {
 	return &stack{lk: lk, audio: srv, log: log, wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws/"}
 }
 
-func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatar.Prepared, rc room.Config) *rendersession.Session {
+func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatarimage.Prepared, rc room.Config) *rendersession.Session {
 	t.Helper()
 	return st.startTalking(t, sessionID, roomName, av, rc, nil)
 }
 
 // startTalking starts a session whose avatar has its own conversation
 // (conv; nil for none).
-func (st *stack) startTalking(t *testing.T, sessionID, roomName string, av *avatar.Prepared, rc room.Config, conv *conversation.Config) *rendersession.Session {
+func (st *stack) startTalking(t *testing.T, sessionID, roomName string, av *avatarimage.Prepared, rc room.Config, conv *conversation.Config) *rendersession.Session {
 	t.Helper()
 	if rc.Token == "" { // a test may bring the avatar's token
 		token, err := room.Token(st.lk.APIKey, st.lk.APISecret, roomName, room.AgentIdentity, time.Hour)

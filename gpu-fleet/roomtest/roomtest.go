@@ -20,12 +20,12 @@ import (
 
 	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/audiows"
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/encode/opus"
 	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/testfiles"
+	"avatarsvc/shared/avatarimage"
 )
 
 // T is what the helpers need of a *testing.T; benchmarks commands pass their
@@ -83,7 +83,7 @@ type Viewer struct {
 }
 
 // JoinViewer joins the room at url with token as a viewer of the avatar av.
-func JoinViewer(t T, url, token string, av *avatar.Prepared) *Viewer {
+func JoinViewer(t T, url, token string, av *avatarimage.Prepared) *Viewer {
 	t.Helper()
 	rest := render.NewFrame(av.Image.Rect.Dx(), av.Image.Rect.Dy())
 	render.RGBAToI420(av.Image, rest)
@@ -305,14 +305,14 @@ func (v *Viewer) FirstFrameAt() time.Time {
 }
 
 // Face is the test face photo prepared at aspect's size.
-func Face(t T, aspect render.AspectRatio) *avatar.Prepared {
+func Face(t T, aspect render.AspectRatio) *avatarimage.Prepared {
 	t.Helper()
 	f, err := os.Open(testfiles.Path(testfiles.FacePNG))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	img, err := avatar.Decode(f, 0)
+	img, err := avatarimage.Decode(f, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func Face(t T, aspect render.AspectRatio) *avatar.Prepared {
 	if err != nil {
 		t.Fatal(err)
 	}
-	av, err := avatar.Prepare(img, w, h)
+	av, err := avatarimage.Prepare(img, w, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
@@ -48,6 +47,7 @@ import (
 	"avatarsvc/gpu-fleet/worker"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/stacktest"
+	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/reaper"
@@ -327,7 +327,7 @@ func viewerToken(t *testing.T, roomName, identity string) string {
 	return tok
 }
 
-func preparedFace(t *testing.T) *avatar.Prepared { return roomtest.Face(t, render.Square) }
+func preparedFace(t *testing.T) *avatarimage.Prepared { return roomtest.Face(t, render.Square) }
 
 func speech(t *testing.T) []int16 { return roomtest.Speech(t) }
 

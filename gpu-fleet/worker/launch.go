@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"avatarsvc/gpu-fleet/audiows"
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
+	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/store"
 	"avatarsvc/shared/voices"
@@ -23,7 +23,7 @@ import (
 // AvatarLoader fetches, decodes and face-checks a session's avatar
 // (*avatarsource.Loader).
 type AvatarLoader interface {
-	Load(ctx context.Context, src domain.AvatarSource, width, height int) (*avatar.Prepared, error)
+	Load(ctx context.Context, src domain.AvatarSource, width, height int) (*avatarimage.Prepared, error)
 }
 
 // RoomGuard decides whether a caller's room URL may be dialled

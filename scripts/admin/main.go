@@ -18,10 +18,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/shared/accounts"
 	"avatarsvc/shared/app"
+	"avatarsvc/shared/avatarimage"
+	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
 )
 
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return fmt.Errorf("%w (use -local for the local stack)", err)
 	}
-	cfg.NewModerator = avatar.NewModerator
+	cfg.NewModerator = func(ffmpeg string) avatars.Moderator { return avatarimage.Moderation{FFmpeg: ffmpeg} }
 	a, err := app.New(ctx, cfg, time.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	if err != nil {
 		return err

@@ -30,10 +30,10 @@ import (
 	"time"
 
 	"avatarsvc/gpu-fleet/audiows"
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
+	"avatarsvc/shared/avatarimage"
 )
 
 type options struct {
@@ -111,11 +111,11 @@ func loadRenderer(path, aspect string) (*render.CPURenderer, error) {
 		return nil, err
 	}
 	defer f.Close()
-	img, err := avatar.Decode(f, avatar.DefaultMaxBytes)
+	img, err := avatarimage.Decode(f, avatarimage.MaxImageBytes)
 	if err != nil {
 		return nil, fmt.Errorf("avatar %s: %w", path, err)
 	}
-	av, err := avatar.Prepare(img, w, h)
+	av, err := avatarimage.Prepare(img, w, h)
 	if err != nil {
 		return nil, fmt.Errorf("avatar %s: %w", path, err)
 	}

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"avatarsvc/gpu-fleet/audiows"
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/conversation"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/shared/avatarimage"
 )
 
 // Rig is a local livekit-server and one ws_uri listener, as a worker has.
@@ -68,7 +68,7 @@ func (r *Rig) Close() {
 // Session starts a renderer session for av in roomName, its ws_uri token
 // "tok", with conv as its own conversation (nil for none). Stop it with
 // Stop and Wait.
-func (r *Rig) Session(ctx context.Context, id, roomName string, av *avatar.Prepared, conv *conversation.Config) (*rendersession.Session, error) {
+func (r *Rig) Session(ctx context.Context, id, roomName string, av *avatarimage.Prepared, conv *conversation.Config) (*rendersession.Session, error) {
 	token, err := room.Token(r.LiveKit.APIKey, r.LiveKit.APISecret, roomName, room.AgentIdentity, time.Hour)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func (r *Rig) Session(ctx context.Context, id, roomName string, av *avatar.Prepa
 
 // Viewer joins roomName as identity, a viewer of av that has seen the
 // avatar's video start.
-func (r *Rig) Viewer(t roomtest.T, roomName, identity string, av *avatar.Prepared) *roomtest.Viewer {
+func (r *Rig) Viewer(t roomtest.T, roomName, identity string, av *avatarimage.Prepared) *roomtest.Viewer {
 	t.Helper()
 	token, err := room.Token(r.LiveKit.APIKey, r.LiveKit.APISecret, roomName, identity, time.Hour)
 	if err != nil {

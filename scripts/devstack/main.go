@@ -22,11 +22,12 @@ import (
 	"syscall"
 	"time"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/worker"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/viewer"
 	"avatarsvc/shared/app"
+	"avatarsvc/shared/avatarimage"
+	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
 )
 
@@ -183,7 +184,7 @@ func runStack(ctx context.Context, root string, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.NewModerator = avatar.NewModerator
+	cfg.NewModerator = func(ffmpeg string) avatars.Moderator { return avatarimage.Moderation{FFmpeg: ffmpeg} }
 	logFile, err := os.OpenFile(filepath.Join(logDir, "api.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err

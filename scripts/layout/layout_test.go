@@ -93,3 +93,70 @@ func TestFleetCmdHoldsOnlyTheProduct(t *testing.T) {
 		t.Errorf("gpu-fleet/cmd: got %q, want %q", got, want)
 	}
 }
+
+// forbiddenDeps reads the same listing as scriptsImports and returns
+// "pkg -> dep" for every dependency that is one of the forbidden packages
+// or inside one of them (github.com/guregu/dynamo covers .../dynamo/v2).
+func forbiddenDeps(listing string, forbidden ...string) []string {
+	var bad []string
+	sc := bufio.NewScanner(strings.NewReader(listing))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for _, dep := range fields[min(1, len(fields)):] {
+			for _, f := range forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					bad = append(bad, fields[0]+" -> "+dep)
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// dynamoDB is the code that talks to the database.
+var dynamoDB = []string{"avatarsvc/shared/store", "github.com/guregu/dynamo", "github.com/aws/aws-sdk-go-v2/service/dynamodb"}
+
+func TestForbiddenDeps(t *testing.T) {
+	for _, tc := range []struct {
+		name, listing string
+		want          []string
+	}{
+		{"clean", "avatarsvc/gpu-fleet/render fmt avatarsvc/shared/avatarimage\n", nil},
+		{"store", "avatarsvc/gpu-fleet/render fmt avatarsvc/shared/store github.com/guregu/dynamo/v2\n",
+			[]string{"avatarsvc/gpu-fleet/render -> avatarsvc/shared/store", "avatarsvc/gpu-fleet/render -> github.com/guregu/dynamo/v2"}},
+		{"prefix only", "avatarsvc/gpu-fleet/render avatarsvc/shared/storex github.com/guregu/dynamox\n", nil},
+		{"no deps", "avatarsvc/gpu-fleet/render\n\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := forbiddenDeps(tc.listing, dynamoDB...)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRenderingDoesNotLinkDynamoDB: the renderer's packages share the
+// avatar image code with the API (shared/avatarimage), not the API's
+// services, so drawing a frame never links the database.
+func TestRenderingDoesNotLinkDynamoDB(t *testing.T) {
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-test=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`,
+		"./gpu-fleet/render", "./gpu-fleet/rendersession", "./gpu-fleet/avatarsource")
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if n := len(strings.Split(strings.TrimSpace(string(out)), "\n")); n != 3 {
+		t.Fatalf("go list: got %d packages, want 3", n)
+	}
+	if bad := forbiddenDeps(string(out), dynamoDB...); len(bad) > 0 {
+		t.Errorf("got rendering packages linking DynamoDB:\n  %s\nwant none", strings.Join(bad, "\n  "))
+	}
+}

@@ -26,9 +26,9 @@ import (
 	"golang.org/x/image/math/fixed"
 
 	"avatarsvc/gpu-fleet/audio"
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/render"
+	"avatarsvc/shared/avatarimage"
 )
 
 type options struct {
@@ -76,7 +76,7 @@ func run(o options, log io.Writer) error {
 		return err
 	}
 	started := time.Now()
-	av, err := avatar.Prepare(img, w, h)
+	av, err := avatarimage.Prepare(img, w, h)
 	if err != nil {
 		return fmt.Errorf("preparing %s: %w", o.image, err)
 	}
@@ -197,7 +197,7 @@ func decodeFile(path string) (image.Image, error) {
 		return nil, err
 	}
 	defer f.Close()
-	img, err := avatar.Decode(f, avatar.DefaultMaxBytes)
+	img, err := avatarimage.Decode(f, avatarimage.MaxImageBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

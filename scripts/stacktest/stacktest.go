@@ -17,9 +17,10 @@ import (
 	"sync"
 	"time"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/shared/app"
+	"avatarsvc/shared/avatarimage"
+	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
 )
 
@@ -161,7 +162,7 @@ func StartWith(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.NewModerator = avatar.NewModerator
+	cfg.NewModerator = func(ffmpeg string) avatars.Moderator { return avatarimage.Moderation{FFmpeg: ffmpeg} }
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if os.Getenv("STACKTEST_LOG") != "" {
 		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))

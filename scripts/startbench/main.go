@@ -28,7 +28,6 @@ import (
 	"os"
 	"time"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/testfiles"
@@ -36,6 +35,7 @@ import (
 	"avatarsvc/scripts/benchtable"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/stacktest"
+	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
 )
 
@@ -89,11 +89,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	img, err := avatar.Decode(bytes.NewReader(face), 0)
+	img, err := avatarimage.Decode(bytes.NewReader(face), 0)
 	if err != nil {
 		return err
 	}
-	prepared, err := avatar.Prepare(img, 512, 512)
+	prepared, err := avatarimage.Prepare(img, 512, 512)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // once runs one session: viewer in the room, create, start, measure, end.
-func once(ctx context.Context, stack *stacktest.Stack, lk *localstack.LiveKit, acct stacktest.Account, dataURI string, prepared *avatar.Prepared, roomName string) (toURI, toFrame time.Duration, err error) {
+func once(ctx context.Context, stack *stacktest.Stack, lk *localstack.LiveKit, acct stacktest.Account, dataURI string, prepared *avatarimage.Prepared, roomName string) (toURI, toFrame time.Duration, err error) {
 	rendererTok, err := room.Token(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Hour)
 	if err != nil {
 		return 0, 0, err

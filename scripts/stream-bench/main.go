@@ -42,7 +42,6 @@ import (
 	"time"
 
 	"avatarsvc/gpu-fleet/audio"
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/encode/opus"
 	"avatarsvc/gpu-fleet/encode/vp8"
 	"avatarsvc/gpu-fleet/playout"
@@ -50,6 +49,7 @@ import (
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/testfiles"
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/shared/avatarimage"
 )
 
 func signalNotify(c chan os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
@@ -401,7 +401,7 @@ func numCPU() int {
 }
 
 // loadInputs reads the speech clip and prepares the avatar at aspect's size.
-func loadInputs(aspect, imagePath, wavPath string) ([]int16, *avatar.Prepared, error) {
+func loadInputs(aspect, imagePath, wavPath string) ([]int16, *avatarimage.Prepared, error) {
 	speech, err := loadSpeech(wavPath)
 	if err != nil {
 		return nil, nil, err
@@ -430,15 +430,15 @@ func loadSpeech(path string) ([]int16, error) {
 	return pcm, nil
 }
 
-func loadAvatar(path string, w, h int) (*avatar.Prepared, error) {
+func loadAvatar(path string, w, h int) (*avatarimage.Prepared, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	img, err := avatar.Decode(f, 0)
+	img, err := avatarimage.Decode(f, 0)
 	if err != nil {
 		return nil, err
 	}
-	return avatar.Prepare(img, w, h)
+	return avatarimage.Prepare(img, w, h)
 }

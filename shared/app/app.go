@@ -63,7 +63,7 @@ type Config struct {
 	// is the binary that reads video uploads (FFMPEG_PATH).
 	Moderation bool
 	FFmpeg     string
-	// NewModerator makes the upload checks (gpu-fleet/avatar's face
+	// NewModerator makes the upload checks (shared/avatarimage's face
 	// detector). It is set in code by what uploads (the avatars-upload
 	// function, the local server, the admin tool), so the detector and its
 	// cascades are linked only into those binaries; without it, uploads

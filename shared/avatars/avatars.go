@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/store"
 	"avatarsvc/shared/voices"
@@ -39,8 +40,9 @@ type MediaStore interface {
 	Delete(ctx context.Context, key string) error
 }
 
-// Moderator checks uploads (gpu-fleet/avatar.Moderation: the renderer's
-// own decode and face checks).
+// Moderator checks uploads (avatarimage.Moderation: the renderer's own
+// decode and face checks). It is declared here, where it is used, so that
+// avatarimage needs nothing from this service.
 type Moderator interface {
 	CheckImage(data []byte) error
 	CheckVideo(ctx context.Context, data []byte) error
@@ -73,11 +75,9 @@ func New(st Store, m MediaStore, mod Moderator, mediaBaseURL string, now func() 
 	return &Service{store: st, media: m, moderator: mod, baseURL: strings.TrimSuffix(mediaBaseURL, "/"), now: now, log: log}
 }
 
-// Upload limits: images as the renderer accepts them, videos a few tens of
-// MB (in AWS, Lambda's 6 MB request payload limit applies first).
+// Limits on an upload's name and voice; its bytes are bounded by
+// avatarimage.MaxImageBytes and MaxVideoBytes, as the renderer bounds them.
 const (
-	MaxImageBytes = 10 << 20
-	MaxVideoBytes = 50 << 20
 	MaxNameLength = 200
 	maxVoiceID    = 128
 )
@@ -120,7 +120,7 @@ func (s *Service) Upload(ctx context.Context, userID string, u Upload) (domain.A
 			WithSuggestion("Upload a PNG, JPG, GIF or WebP image, or an MP4 or WebM video (the file's content decides, not its name)")
 	}
 	video := strings.HasPrefix(mediaType, "video/")
-	if (video && len(u.Data) > MaxVideoBytes) || (!video && len(u.Data) > MaxImageBytes) {
+	if (video && len(u.Data) > avatarimage.MaxVideoBytes) || (!video && len(u.Data) > avatarimage.MaxImageBytes) {
 		return domain.Avatar{}, tooLarge()
 	}
 
@@ -166,7 +166,7 @@ func (s *Service) Upload(ctx context.Context, userID string, u Upload) (domain.A
 
 func tooLarge() error {
 	return domain.Errorf(domain.TooLarge, "File is too large").
-		WithSuggestion(fmt.Sprintf("Images are limited to %d MB and videos to %d MB", MaxImageBytes>>20, MaxVideoBytes>>20))
+		WithSuggestion(fmt.Sprintf("Images are limited to %d MB and videos to %d MB", avatarimage.MaxImageBytes>>20, avatarimage.MaxVideoBytes>>20))
 }
 
 // quotaError refuses an upload the plan does not allow; nil when used is

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/links"
@@ -16,7 +17,7 @@ import (
 // Upload bounds: the whole multipart body, its part count, and each text
 // field.
 const (
-	maxUploadBody  = avatars.MaxVideoBytes + 1<<20
+	maxUploadBody  = avatarimage.MaxVideoBytes + 1<<20
 	maxUploadParts = 16
 	maxFieldBytes  = 1 << 10
 )
@@ -94,10 +95,10 @@ func readUpload(r *http.Request) (avatars.Upload, error) {
 			if gotFile {
 				return up, domain.Errorf(domain.Invalid, "Only one file may be uploaded")
 			}
-			if up.Data, err = io.ReadAll(io.LimitReader(p, avatars.MaxVideoBytes+1)); err != nil {
+			if up.Data, err = io.ReadAll(io.LimitReader(p, avatarimage.MaxVideoBytes+1)); err != nil {
 				return up, bodyError(err, "The file could not be read")
 			}
-			if len(up.Data) > avatars.MaxVideoBytes {
+			if len(up.Data) > avatarimage.MaxVideoBytes {
 				return up, domain.Errorf(domain.TooLarge, "File is too large").
 					WithSuggestion("Images are limited to 10 MB and videos to 50 MB")
 			}

@@ -14,9 +14,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/stacktest"
+	"avatarsvc/shared/avatarimage"
+	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/httpapi"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/lambdafn"
@@ -61,7 +62,7 @@ func replay(t *testing.T, route string, vars map[string]string) (int, map[string
 	}
 	var opts []lambdafn.Option
 	if route == "avatars-upload" { // as functions/avatars-upload links it
-		opts = append(opts, lambdafn.WithModerator(avatar.NewModerator))
+		opts = append(opts, lambdafn.WithModerator(func(ffmpeg string) avatars.Moderator { return avatarimage.Moderation{FFmpeg: ffmpeg} }))
 	}
 	h, err := lambdafn.Handler(context.Background(), route, func(k string) string { return stack.Env[k] }, opts...)
 	if err != nil {

@@ -3,6 +3,7 @@ package sessions
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"image"
 	_ "image/gif" // formats an avatar data URI may carry
 	_ "image/jpeg"
@@ -12,14 +13,15 @@ import (
 
 	_ "golang.org/x/image/webp"
 
+	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
 )
 
 // Bounds on avatars given inline. The whole request must fit a Lambda
-// payload (6 MB), so a data URI's image is capped at 4 MiB.
+// payload (6 MB), so a data URI's image is capped at 4 MiB; its dimensions
+// are the renderer's (avatarimage.MaxDimension).
 const (
 	MaxAvatarBytes     = 4 << 20
-	MaxAvatarDimension = 4096
 	maxAvatarURLLength = 2048
 )
 
@@ -85,9 +87,9 @@ func parseDataURI(v string) (Avatar, error) {
 	if err != nil || "image/"+format != mediaType {
 		return Avatar{}, invalidAvatar("The data is not a readable " + mediaType + " image. ")
 	}
-	if cfg.Width > MaxAvatarDimension || cfg.Height > MaxAvatarDimension || cfg.Width < 64 || cfg.Height < 64 {
+	if cfg.Width > avatarimage.MaxDimension || cfg.Height > avatarimage.MaxDimension || cfg.Width < 64 || cfg.Height < 64 {
 		return Avatar{}, domain.Errorf(domain.Invalid, "Invalid avatar format").
-			WithSuggestion("The image's dimensions are out of range: use an image between 64x64 and 4096x4096 pixels")
+			WithSuggestion(fmt.Sprintf("The image's dimensions are out of range: use an image between 64x64 and %dx%d pixels", avatarimage.MaxDimension, avatarimage.MaxDimension))
 	}
 	return Avatar{Data: data, MediaType: mediaType}, nil
 }

@@ -11,8 +11,8 @@ import (
 	"os"
 	"testing"
 
-	"avatarsvc/gpu-fleet/avatar"
 	"avatarsvc/gpu-fleet/render"
+	"avatarsvc/shared/avatarimage"
 )
 
 // clip renders n frames of the silent avatar (blinks and sway give the
@@ -24,11 +24,11 @@ func clip(t testing.TB, w, h, n int) []*render.Frame {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	img, err := avatar.Decode(f, 0)
+	img, err := avatarimage.Decode(f, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	av, err := avatar.Prepare(img, w, h)
+	av, err := avatarimage.Prepare(img, w, h)
 	if err != nil {
 		t.Fatal(err)
 	}

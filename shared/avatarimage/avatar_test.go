@@ -1,4 +1,4 @@
-package avatar
+package avatarimage
 
 import (
 	"avatarsvc/gpu-fleet/testfiles"

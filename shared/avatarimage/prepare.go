@@ -1,4 +1,4 @@
-package avatar
+package avatarimage
 
 import (
 	"embed"
@@ -79,24 +79,24 @@ func cascades() (*detector, error) {
 		read := func(name string) []byte {
 			b, err := cascadeFS.ReadFile("cascade/" + name)
 			if err != nil && errLoadCasc == nil {
-				errLoadCasc = fmt.Errorf("avatar: embedded cascade %s: %w", name, err)
+				errLoadCasc = fmt.Errorf("avatarimage: embedded cascade %s: %w", name, err)
 			}
 			return b
 		}
 		d := &detector{lps: map[string]*pigo.PuplocCascade{}}
 		var err error
 		if d.face, err = pigo.NewPigo().Unpack(read("facefinder")); err != nil {
-			errLoadCasc = fmt.Errorf("avatar: facefinder cascade: %w", err)
+			errLoadCasc = fmt.Errorf("avatarimage: facefinder cascade: %w", err)
 			return
 		}
 		if d.pupil, err = pigo.NewPuplocCascade().UnpackCascade(read("puploc")); err != nil {
-			errLoadCasc = fmt.Errorf("avatar: puploc cascade: %w", err)
+			errLoadCasc = fmt.Errorf("avatarimage: puploc cascade: %w", err)
 			return
 		}
 		for _, name := range []string{"lp81", "lp82", "lp84", "lp93"} {
 			c, err := pigo.NewPuplocCascade().UnpackCascade(read(name))
 			if err != nil {
-				errLoadCasc = fmt.Errorf("avatar: %s cascade: %w", name, err)
+				errLoadCasc = fmt.Errorf("avatarimage: %s cascade: %w", name, err)
 				return
 			}
 			d.lps[name] = c
@@ -117,7 +117,7 @@ type face struct {
 // about 44% of the shorter side, and locates eyes and mouth in the result.
 func Prepare(img image.Image, width, height int) (*Prepared, error) {
 	if width <= 0 || height <= 0 || width%2 != 0 || height%2 != 0 {
-		return nil, fmt.Errorf("avatar: frame size %dx%d must be positive and even", width, height)
+		return nil, fmt.Errorf("avatarimage: frame size %dx%d must be positive and even", width, height)
 	}
 	det, err := cascades()
 	if err != nil {

@@ -1,4 +1,4 @@
-package avatar
+package avatarimage
 
 import (
 	"bytes"

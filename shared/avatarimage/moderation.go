@@ -1,4 +1,4 @@
-package avatar
+package avatarimage
 
 import (
 	"bytes"
@@ -8,13 +8,12 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-
-	"avatarsvc/shared/avatars"
 )
 
 // Moderation is the upload check the API runs on avatars: the same decode
 // bounds and face checks a renderer applies at session start, so an avatar
-// that passes upload also passes the renderer.
+// that passes upload also passes the renderer. It satisfies
+// shared/avatars.Moderator, declared there where it is used.
 type Moderation struct {
 	// FFmpeg is the ffmpeg binary that takes a frame from a video upload
 	// ("" finds ffmpeg on PATH). In AWS it comes from a Lambda layer.
@@ -70,17 +69,17 @@ func (m Moderation) check(ctx context.Context, data []byte) error {
 }
 
 // Still is the picture an avatar is animated from, under the upload's
-// bounds: an image of at most avatars.MaxImageBytes, or for an MP4 or WebM
-// of at most avatars.MaxVideoBytes the frame ffmpeg takes (VideoFrame's
+// bounds: an image of at most MaxImageBytes, or for an MP4 or WebM
+// of at most MaxVideoBytes the frame ffmpeg takes (VideoFrame's
 // box). Upload moderation and the renderer (avatarsource, whatever the
 // avatar's origin: upload, data URI or URL) both start here, so an avatar
 // given by URL meets exactly the checks an upload does.
 func Still(ctx context.Context, ffmpeg string, data []byte) (image.Image, error) {
 	if !IsVideo(data) {
-		return Decode(bytes.NewReader(data), avatars.MaxImageBytes)
+		return Decode(bytes.NewReader(data), MaxImageBytes)
 	}
-	if len(data) > avatars.MaxVideoBytes {
-		return nil, fmt.Errorf("%w (the video is over %d bytes)", ErrTooLarge, avatars.MaxVideoBytes)
+	if len(data) > MaxVideoBytes {
+		return nil, fmt.Errorf("%w (the video is over %d bytes)", ErrTooLarge, MaxVideoBytes)
 	}
 	frame, err := VideoFrame(ctx, ffmpeg, data)
 	if err != nil {
@@ -95,6 +94,3 @@ func IsVideo(data []byte) bool {
 	t := http.DetectContentType(data)
 	return strings.HasPrefix(t, "video/mp4") || strings.HasPrefix(t, "video/webm")
 }
-
-// NewModerator is the API's upload moderation (app.Config.NewModerator).
-func NewModerator(ffmpeg string) avatars.Moderator { return Moderation{FFmpeg: ffmpeg} }
