@@ -9,7 +9,7 @@ FUNCTIONS := $(notdir $(wildcard functions/*))
 LAMBDA_TAGS := lambda.norpc $(if $(XRAY),xray)
 LAMBDA_FLAGS := -trimpath -ldflags="-s -w" -tags "$(LAMBDA_TAGS)"
 
-.PHONY: run test bench build setup clean lint $(FUNCTIONS:%=build-%)
+.PHONY: run test test-fast bench build setup clean lint $(FUNCTIONS:%=build-%)
 
 setup:
 	@bash scripts/setup.sh
@@ -22,6 +22,12 @@ run: setup
 test: setup lint
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz FuzzRoutes -fuzztime 30s -parallel 1 ./shared/httpapi
+
+## test-fast: the inner loop: vet, then the pure and single-process tests (-short: nothing that
+## needs DynamoDB Local, SQS, livekit-server or Chromium), in under a minute; no setup needed
+## beyond Go and the C libraries (libvpx, libopus, espeak-ng, pocketsphinx)
+test-fast: lint
+	$(GO) test -short -count=1 ./...
 
 lint:
 	@unformatted=$$(gofmt -l $$(find functions gpu-fleet shared scripts -name '*.go' -not -path '*/node_modules/*') 2>/dev/null); \

@@ -19,6 +19,7 @@ import (
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/testfiles"
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/domain"
 )
 
@@ -163,6 +164,7 @@ func checkAgentDrove(t *testing.T, r agentResult, sessionID string, v *roomtest.
 // streams speech to our renderer by the in-room avatar protocol, and the
 // visitor sees the mouth move.
 func TestDispatchedAgentDrivesTheAvatar(t *testing.T) {
+	stacktest.SkipShort(t)
 	startWorker(t, nil)
 	const agentName = "test-concierge"
 	results := startAgentWorker(t, agentName)

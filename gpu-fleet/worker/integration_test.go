@@ -71,51 +71,56 @@ var (
 	avatarSrv *avatarServers
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
+func TestMain(m *testing.M) { stacktest.Main(m, startAll) }
 
-func testMain(m *testing.M) int {
-	ctx := context.Background()
+// startAll brings up what the package's tests share: avatar servers, the
+// API stack, one livekit-server, the renderer-worker binary and a reaper.
+func startAll(ctx context.Context) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
 	tmp, err := os.MkdirTemp("", "worker-it-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	stops = append(stops, func() { os.RemoveAll(tmp) })
 	// The avatar servers' CA must be trusted before anything loads the
 	// system roots (once per process).
 	if avatarSrv, err = startAvatarServers(tmp); err != nil {
-		fmt.Fprintln(os.Stderr, "avatar servers:", err)
-		return 1
+		return nil, fmt.Errorf("avatar servers: %w", err)
 	}
-	defer avatarSrv.close()
+	stops = append(stops, avatarSrv.close)
 	os.Setenv("SSL_CERT_FILE", avatarSrv.caFile)
 
 	if stack, err = stacktest.StartRealTime(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "local stack:", err)
-		return 1
+		return nil, fmt.Errorf("local stack: %w", err)
 	}
-	defer stack.Stop()
+	stops = append(stops, func() { stack.Stop() })
 	if lk, err = localstack.StartLiveKit(ctx, localstack.Options{LogDir: tmp}); err != nil {
-		fmt.Fprintln(os.Stderr, "livekit-server:", err)
-		return 1
+		return nil, fmt.Errorf("livekit-server: %w", err)
 	}
-	defer lk.Stop()
+	stops = append(stops, func() { lk.Stop() })
 	workerBin = filepath.Join(tmp, "renderer-worker")
 	root, _ := localstack.RepoRoot()
 	build := exec.Command("go", "build", "-o", workerBin, "./gpu-fleet/cmd/renderer-worker")
 	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build renderer-worker:", err)
-		return 1
+		return nil, fmt.Errorf("build renderer-worker: %w", err)
 	}
 	// The reaper runs beside the workers, as in production (every minute
 	// there; every half second here).
-	reapCtx, stopReaper := context.WithCancel(ctx)
-	defer stopReaper()
+	reapCtx, stopReaper := context.WithCancel(context.Background())
+	stops = append(stops, stopReaper)
 	go reaper.New(stack.App.Store, stack.App.Sessions, reaper.DefaultPolicy, time.Now, quietLog()).Loop(reapCtx, reaperEvery)
-	return m.Run()
+	return stop, nil
 }
 
 func quietLog() *slog.Logger {
@@ -345,6 +350,7 @@ func avatarPresent(v *roomtest.Viewer) bool {
 // End -> the renderer leaves the room within 2 s; billed once; the
 // account's concurrency counter is back to 0.
 func TestSessionEndToEnd(t *testing.T) {
+	stacktest.SkipShort(t)
 	startWorker(t, nil)
 	acct, err := stack.NewAccount(context.Background(), "pro")
 	if err != nil {
@@ -408,6 +414,7 @@ func TestSessionEndToEnd(t *testing.T) {
 // TestDuplicateJobs: the same job delivered 3 times to 2 workers gives one
 // room join and one ws_uri, and no error.
 func TestDuplicateJobs(t *testing.T) {
+	stacktest.SkipShort(t)
 	w1, _ := startWorker(t, nil)
 	w2, _ := startWorker(t, nil)
 	acct, _ := stack.NewAccount(context.Background(), "pro")
@@ -441,6 +448,7 @@ func TestDuplicateJobs(t *testing.T) {
 // TestWorkerKilled: a worker SIGKILLed mid-session is ended and billed by
 // the reaper within the lease plus one reaper period.
 func TestWorkerKilled(t *testing.T) {
+	stacktest.SkipShort(t)
 	cmd := startWorkerProcess(t, nil)
 	acct, _ := stack.NewAccount(context.Background(), "pro")
 	s := newSession(t, acct, faceDataURI(t), "killed")
@@ -464,6 +472,7 @@ func TestWorkerKilled(t *testing.T) {
 // TestRoomEnds: the viewer leaving ends the session as participants_left;
 // reaching the expiration ends it as expired. Each is billed once.
 func TestRoomEnds(t *testing.T) {
+	stacktest.SkipShort(t)
 	t.Run("viewer leaves", func(t *testing.T) {
 		startWorker(t, nil)
 		acct, _ := stack.NewAccount(context.Background(), "pro")
@@ -521,6 +530,7 @@ func setSessionTime(t *testing.T, id, attr string, at time.Time) {
 // forbidden addresses, the session ends with a clear reason, nothing is
 // billed.
 func TestAvatarURLs(t *testing.T) {
+	stacktest.SkipShort(t)
 	startWorker(t, nil)
 	acct, _ := stack.NewAccount(context.Background(), "pro")
 	tests := []struct {
@@ -569,6 +579,7 @@ func TestAvatarURLs(t *testing.T) {
 // 127.0.0.1 is opted in) is never dialled: the session ends
 // room_unreachable, billed nothing.
 func TestRoomURLNotAllowed(t *testing.T) {
+	stacktest.SkipShort(t)
 	startWorker(t, nil)
 	acct, _ := stack.NewAccount(context.Background(), "pro")
 	tok, err := room.Token(lk.APIKey, lk.APISecret, "elsewhere", room.AgentIdentity, time.Hour)
@@ -595,6 +606,7 @@ func TestRoomURLNotAllowed(t *testing.T) {
 // TestDrainOnSIGTERM: SIGTERM with a session running: no new jobs taken,
 // the session ends worker_drained at the drain deadline, billed once.
 func TestDrainOnSIGTERM(t *testing.T) {
+	stacktest.SkipShort(t)
 	cmd := startWorkerProcess(t, map[string]string{"DRAIN_TIMEOUT": "3s"})
 	acct, _ := stack.NewAccount(context.Background(), "pro")
 	s := newSession(t, acct, faceDataURI(t), "drain")
@@ -634,6 +646,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 // TestUnclaimedJob: a job no worker claims before its deadline is ended
 // no_capacity, nothing billed.
 func TestUnclaimedJob(t *testing.T) {
+	stacktest.SkipShort(t)
 	acct, _ := stack.NewAccount(context.Background(), "pro")
 	s := newSession(t, acct, faceDataURI(t), "unclaimed")
 	s.start(t)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"avatarsvc/gpu-fleet/roomtest"
+	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/jobs"
 )
@@ -20,6 +21,7 @@ const slowAvatar = 3 * leaseTTL
 // and a redelivery of its job to a second worker: the first worker serves
 // it, nobody ends it, the second never claims it.
 func TestLaunchKeepsItsLease(t *testing.T) {
+	stacktest.SkipShort(t)
 	w1, _ := startWorker(t, map[string]string{"WORKER_ID": "launching-worker"})
 	acct, _ := stack.NewAccount(context.Background(), "pro")
 	s := newSession(t, acct, avatarSrv.allowedURL+"/slow-face.png", "slow-launch")

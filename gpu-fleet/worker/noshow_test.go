@@ -9,6 +9,7 @@ import (
 
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/worker"
+	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/domain"
 )
 
@@ -17,6 +18,7 @@ import (
 // joined, billed 0, with the owner's slot and reservation back; one a
 // visitor joins bills from the visitor's arrival.
 func TestLinkSessionBillsOnlyWhenSomeoneCame(t *testing.T) {
+	stacktest.SkipShort(t)
 	startWorker(t, nil)
 	acct, err := stack.NewAccount(context.Background(), "pro")
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 // greeting is captioned), and a link whose avatar's image was deleted from S3
 // says, within 2 s of the session ending, that the avatar is unavailable.
 func TestRestartKeepsAvatars(t *testing.T) {
+	localstack.SkipShort(t)
 	root, err := localstack.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

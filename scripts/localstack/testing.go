@@ -11,9 +11,19 @@ import (
 // rather than skips: a green run must mean the integration really ran.
 // Logs go to t.TempDir(); a failing test gets the log tail in its output.
 
+// SkipShort skips t under -short (`make test-fast`): it needs processes
+// this package starts.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the local stand-ins (DynamoDB Local, SQS, S3, livekit-server); skipped under -short")
+	}
+}
+
 // LiveKitT starts livekit-server for t.
 func LiveKitT(t testing.TB) *LiveKit {
 	t.Helper()
+	SkipShort(t)
 	lk, err := StartLiveKit(context.Background(), Options{LogDir: t.TempDir()})
 	if err != nil {
 		fatalStart(t, "livekit-server", err)
@@ -28,6 +38,7 @@ func LiveKitT(t testing.TB) *LiveKit {
 // DynamoDBT starts an in-memory DynamoDB Local for t.
 func DynamoDBT(t testing.TB) *DynamoDB {
 	t.Helper()
+	SkipShort(t)
 	db, err := StartDynamoDB(context.Background(), Options{LogDir: t.TempDir()})
 	if err != nil {
 		fatalStart(t, "DynamoDB Local", err)
@@ -42,6 +53,7 @@ func DynamoDBT(t testing.TB) *DynamoDB {
 // SQST starts an SQS server for t.
 func SQST(t testing.TB) *SQS {
 	t.Helper()
+	SkipShort(t)
 	q, err := StartSQS(context.Background(), Options{LogDir: t.TempDir()})
 	if err != nil {
 		fatalStart(t, "SQS server", err)

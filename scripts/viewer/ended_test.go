@@ -23,6 +23,7 @@ import (
 // ends; the service marks the room and the page, in Chromium, replaces
 // "Waiting for the avatar to join…" with why, within 2 s of the end.
 func TestLinkPageSaysWhenTheAvatarCannotCome(t *testing.T) {
+	localstack.SkipShort(t)
 	root, err := localstack.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

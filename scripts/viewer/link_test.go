@@ -30,6 +30,7 @@ import (
 // ends the session, billed. An expired link shows its message.
 // LINK_SCREENSHOT=path keeps a screenshot of the live page (the README's).
 func TestLinkPageInChromium(t *testing.T) {
+	localstack.SkipShort(t)
 	root, err := localstack.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 // it decodes the avatar's video at its size, and that frames keep coming.
 // VIEWER_SCREENSHOT=path keeps a screenshot (the README's).
 func TestViewerInChromium(t *testing.T) {
+	localstack.SkipShort(t)
 	root, err := localstack.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func allowVoiceAgent(t testing.TB, acct stacktest.Account, provider, agentID str
 // only the LiveKit and ElevenLabs agents the operator enabled for it; local
 // needs nothing. Another tenant's enabled agent is not enough.
 func TestVoiceAgentsBelongToTheirTenant(t *testing.T) {
+	skipShort(t)
 	acct, other := newAccount(t, "pro"), newAccount(t, "pro")
 	allowVoiceAgent(t, other, "livekit", "acme-concierge")
 	allowVoiceAgent(t, other, "elevenlabs", "el_acme")
@@ -83,6 +84,7 @@ func TestVoiceAgentsBelongToTheirTenant(t *testing.T) {
 }
 
 func TestAgents(t *testing.T) {
+	skipShort(t)
 	acct, other := newAccount(t, "pro"), newAccount(t, "pro")
 	allowVoiceAgent(t, acct, "elevenlabs", "agent_123")
 	avatarID, avatarNumber := uploadFace(t, acct.LiveKey)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestAuthentication(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	ctx := context.Background()
 	deactivated := newAccount(t, "pro")
@@ -62,6 +63,7 @@ func TestAuthentication(t *testing.T) {
 // TestTenantIsolation: another tenant's session answers exactly like a
 // missing one, on every id-bearing route.
 func TestTenantIsolation(t *testing.T) {
+	skipShort(t)
 	owner := newAccount(t, "pro")
 	other := newAccount(t, "pro")
 	id, _ := createSession(t, owner.LiveKey)
@@ -93,6 +95,7 @@ func TestTenantIsolation(t *testing.T) {
 // TestRateLimits checks each quota's boundary, the headers, the plain-text
 // 429, separate live/test quotas and the window reset, on a settable clock.
 func TestRateLimits(t *testing.T) {
+	skipShort(t)
 	for _, tc := range []struct {
 		class, method, path string
 		limit               int
@@ -147,6 +150,7 @@ func TestRateLimits(t *testing.T) {
 }
 
 func TestRoutingAndShapes(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	t.Run("both address forms serve every route", func(t *testing.T) {
 		for _, p := range []string{"/v1/sessions", "/api/v1/sessions", "/v1/usage", "/api/v1/usage"} {
@@ -182,6 +186,7 @@ func TestRoutingAndShapes(t *testing.T) {
 // error under /v1 and /api/v1, with the RateLimit headers, for a request
 // without a key and for one about an id that does not exist.
 func TestBothPrefixesAnswerAlike(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	stack.Clock.Advance(time.Minute)
 	errorOf := func(res response) string {

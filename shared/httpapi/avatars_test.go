@@ -115,6 +115,7 @@ func objectsUnder(t testing.TB, prefix string) []string {
 }
 
 func TestUploadEveryFormat(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	for mediaType, data := range faceImages(t) {
 		t.Run(mediaType, func(t *testing.T) {
@@ -152,6 +153,7 @@ func TestUploadEveryFormat(t *testing.T) {
 }
 
 func TestUploadRefusals(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	face := testfiles.Read(t, testfiles.FacePNG)
 	noFace := testfiles.Read(t, testfiles.NoFaceJPEG)
@@ -194,6 +196,7 @@ func TestUploadRefusals(t *testing.T) {
 }
 
 func TestUploadQuota(t *testing.T) {
+	skipShort(t)
 	webp := testfiles.Read(t, testfiles.FaceWebP)
 	t.Run("free plan includes no avatars", func(t *testing.T) {
 		acct := newAccount(t, "free")
@@ -232,6 +235,7 @@ func uploadFace(t testing.TB, key string) (avatarID string, number int) {
 }
 
 func TestAvatarUpdateDeleteList(t *testing.T) {
+	skipShort(t)
 	acct, other := newAccount(t, "pro"), newAccount(t, "pro")
 	id, n := uploadFace(t, acct.LiveKey)
 	path := "/api/v1/avatars/" + strconv.Itoa(n)
@@ -287,6 +291,7 @@ func TestAvatarUpdateDeleteList(t *testing.T) {
 }
 
 func TestAvatarIDsWork(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	id, _ := uploadFace(t, acct.LiveKey)
 	for _, avatar := range []string{id, "catalog/nasa/eileen-collins"} {

@@ -20,6 +20,7 @@ import (
 // drawn from included minutes and 15 from purchased ones, never more, and
 // the concurrency counter returns to 0.
 func TestSimultaneousEndsSpendHeadroomOnce(t *testing.T) {
+	skipShort(t)
 	ctx := context.Background()
 	acct := newAccount(t, "pro") // 3,000 included minutes, 20 concurrent sessions
 	u, err := stack.App.Store.GetUser(ctx, acct.User.ID)

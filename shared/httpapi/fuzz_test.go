@@ -29,6 +29,7 @@ var pathParam = regexp.MustCompile(`\{[a-z_]+(\.\.\.)?\}`)
 // the API's documented shapes. `make test` runs it for a bounded time
 // (and as a normal test, its seeds).
 func FuzzRoutes(f *testing.F) {
+	skipShort(f)
 	routes := httpapi.Routes(httpapi.Deps{})
 	seeds := []string{
 		``, `{}`, `null`, `[]`, `{"avatar":"https://x.example/a.png","room":{"platform":"livekit","url":"wss://x.example","token":"t"}}`,

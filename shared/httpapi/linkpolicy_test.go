@@ -103,6 +103,7 @@ func assertRateLimited(t testing.TB, res response, limit string) {
 // TestLinkPolicyFields: the extensions' defaults, normalization, update
 // null rules and refusals.
 func TestLinkPolicyFields(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	const defaults = `{"allowed_origins":null,"max_concurrent_sessions":null,"max_session_minutes":null,"max_starts_per_visitor_per_minute":3}`
 
@@ -207,6 +208,7 @@ func TestLinkPolicyFields(t *testing.T) {
 // script did not use up the link's 150-a-minute bucket), and the sessions
 // nobody joined bill nothing.
 func TestLinkStartsFromOneAddress(t *testing.T) {
+	skipShort(t)
 	stack.Clock.Advance(time.Minute) // fresh rate-limit windows
 	defer stack.Clock.Advance(time.Minute)
 	acct := newAccount(t, "explorer") // 5 concurrent sessions
@@ -280,6 +282,7 @@ func TestLinkStartsFromOneAddress(t *testing.T) {
 // TestLinkMaxConcurrentSessions: a link runs at most max_concurrent_sessions
 // sessions at once, however many starts race; an end frees a place.
 func TestLinkMaxConcurrentSessions(t *testing.T) {
+	skipShort(t)
 	stack.Clock.Advance(time.Minute)
 	defer stack.Clock.Advance(time.Minute)
 	acct := newAccount(t, "pro") // 20 concurrent: the link's limit is the lower one
@@ -363,6 +366,7 @@ func TestLinkMaxConcurrentSessions(t *testing.T) {
 // TestLinkAllowedOrigins: a link with allowed_origins starts only from those
 // pages, and says so to others (whose page can read the refusal).
 func TestLinkAllowedOrigins(t *testing.T) {
+	skipShort(t)
 	stack.Clock.Advance(time.Minute)
 	defer stack.Clock.Advance(time.Minute)
 	acct := newAccount(t, "pro")
@@ -436,6 +440,7 @@ func TestLinkAllowedOrigins(t *testing.T) {
 // TestLinkMaxSessionMinutes: max_session_minutes shortens a link session's
 // expiration below the plan's, and never lengthens it.
 func TestLinkMaxSessionMinutes(t *testing.T) {
+	skipShort(t)
 	stack.Clock.Advance(time.Minute)
 	defer stack.Clock.Advance(time.Minute)
 	tests := []struct {

@@ -35,6 +35,7 @@ func linkIDOf(t testing.TB, url string) string {
 }
 
 func TestLinksCRUD(t *testing.T) {
+	skipShort(t)
 	acct, other := newAccount(t, "pro"), newAccount(t, "pro")
 	agent := createAgent(t, acct.LiveKey, map[string]any{"name": "Greeter", "avatar_id": "catalog/nasa/eileen-collins"})
 	l := createLink(t, acct.LiveKey, map[string]any{"agent_id": agent["agent_id"], "name": "Homepage"})
@@ -110,6 +111,7 @@ func TestLinksCRUD(t *testing.T) {
 }
 
 func TestStartViaLink(t *testing.T) {
+	skipShort(t)
 	stack.Clock.Advance(time.Minute) // a fresh per-address rate-limit window
 	acct := newAccount(t, "free")
 	agent := createAgent(t, acct.LiveKey, map[string]any{"name": "Greeter", "avatar_id": "catalog/nasa/eileen-collins"})
@@ -144,6 +146,7 @@ func TestStartViaLink(t *testing.T) {
 // TestLinkUseLimitUnderLoad: 100 simultaneous starts on a link with
 // use_limit 3 give exactly 3 sessions.
 func TestLinkUseLimitUnderLoad(t *testing.T) {
+	skipShort(t)
 	stack.Clock.Advance(time.Minute)
 	defer stack.Clock.Advance(time.Minute)
 	acct := newAccount(t, "enterprise")
@@ -181,6 +184,7 @@ func TestLinkUseLimitUnderLoad(t *testing.T) {
 }
 
 func TestPreviewLinks(t *testing.T) {
+	skipShort(t)
 	stack.Clock.Advance(time.Minute)
 	acct := newAccount(t, "pro")
 	avatarID, _ := uploadFace(t, acct.LiveKey)
@@ -217,6 +221,7 @@ func TestPreviewLinks(t *testing.T) {
 // LiveKit agent has that agent dispatched into the session's room, with the
 // avatar's identity in the job metadata.
 func TestLinkDispatchesALiveKitAgent(t *testing.T) {
+	skipShort(t)
 	stack.Clock.Advance(time.Minute)
 	acct := newAccount(t, "pro")
 	allowVoiceAgent(t, acct, "livekit", "concierge-agent")

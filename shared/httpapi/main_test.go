@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -17,17 +15,7 @@ import (
 // stack is one API over real DynamoDB Local, SQS and S3 for the package.
 var stack *stacktest.Stack
 
-func TestMain(m *testing.M) {
-	var err error
-	stack, err = stacktest.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start local stack:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stack.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stacktest.Main(m, stacktest.StartFor(&stack)) }
 
 // response is what a test looks at.
 type response struct {
@@ -48,6 +36,7 @@ func (r response) JSON(t testing.TB) map[string]any {
 
 func call(t testing.TB, method, path, key string, body any) response {
 	t.Helper()
+	stacktest.SkipShort(t)
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -88,6 +77,7 @@ func call(t testing.TB, method, path, key string, body any) response {
 
 func newAccount(t testing.TB, plan string) stacktest.Account {
 	t.Helper()
+	stacktest.SkipShort(t)
 	a, err := stack.NewAccount(context.Background(), plan)
 	if err != nil {
 		t.Fatalf("create account: %v", err)
@@ -135,3 +125,6 @@ func serve(t testing.TB, id string) {
 		t.Fatal(err)
 	}
 }
+
+// skipShort skips a test that needs the local stack under -short.
+func skipShort(t testing.TB) { t.Helper(); stacktest.SkipShort(t) }

@@ -8,6 +8,7 @@ import (
 // TestListsPage: every list endpoint pages with limit and next_cursor, and a
 // cursor only reads the caller's own items.
 func TestListsPage(t *testing.T) {
+	skipShort(t)
 	acct, other := newAccount(t, "pro"), newAccount(t, "pro")
 	for i := 0; i < 5; i++ {
 		createSession(t, acct.LiveKey)

@@ -15,6 +15,7 @@ import (
 // and after all of them run past their expiration the account has consumed
 // at most 10 minutes, none of them twice.
 func TestParallelStartsCannotSpendMinutesTwice(t *testing.T) {
+	skipShort(t)
 	ctx := context.Background()
 	acct := newAccount(t, "pro") // 20 concurrent sessions, 180-minute sessions
 	u, err := stack.App.Store.GetUser(ctx, acct.User.ID)
@@ -95,6 +96,7 @@ func TestParallelStartsCannotSpendMinutesTwice(t *testing.T) {
 // the caller's room, is kept while the session may still join and removed
 // by the end.
 func TestEndedSessionKeepsNoRoomToken(t *testing.T) {
+	skipShort(t)
 	ctx := context.Background()
 	acct := newAccount(t, "pro")
 	id, _ := createSession(t, acct.LiveKey)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestInitiateRoom(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	lksdk.SetLogger(protologger.LogRLogger(logr.Discard()))
 
@@ -97,6 +98,7 @@ func TestInitiateRoom(t *testing.T) {
 // TestListVoices: the voices a voice_id may name, the default first; each
 // one is accepted where voice_id is set.
 func TestListVoices(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	for _, path := range []string{"/v1/voices", "/api/v1/voices"} {
 		res := call(t, "GET", path, acct.LiveKey, nil)

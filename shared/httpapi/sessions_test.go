@@ -21,6 +21,7 @@ import (
 )
 
 func TestSessionLifecycle(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	key := acct.LiveKey
 
@@ -231,6 +232,7 @@ func TestSessionLifecycle(t *testing.T) {
 }
 
 func TestCreateSessionValidation(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	face := testfiles.Read(t, testfiles.FacePNG)
 	withAvatar := func(avatar any) map[string]any {
@@ -320,6 +322,7 @@ func TestCreateSessionValidation(t *testing.T) {
 // TestConcurrentStarts: 50 parallel starts on a concurrency-5 account give
 // exactly 5 started, and ending them returns the counter to 0.
 func TestConcurrentStarts(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "explorer")
 	ctx := context.Background()
 	ids := make([]string, 50)

@@ -11,6 +11,7 @@ import (
 var isoMillis = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
 
 func TestUsage(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	a, _ := createSession(t, acct.LiveKey)
 	b, _ := createSession(t, acct.LiveKey)
@@ -64,6 +65,7 @@ func TestUsage(t *testing.T) {
 // TestMinutesIncludedThenPurchased runs a Free account out of its included
 // minutes, refuses a start, then draws on purchased minutes.
 func TestMinutesIncludedThenPurchased(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "free")
 	key := acct.LiveKey
 	for i := 0; i < 6; i++ { // 6 sessions x 5 minutes = the 30 included

@@ -18,6 +18,7 @@ import (
 // must not share an anonymous caller's 60/min quota, while unsigned ones
 // from one address are refused and then limited.
 func TestSignedWebhooksAreNeverRateLimited(t *testing.T) {
+	skipShort(t)
 	acct := newAccount(t, "pro")
 	// One window for the whole run, and a fresh one for the tests after.
 	stack.Clock.Set(stack.Clock.Now().Truncate(time.Minute).Add(time.Minute))

@@ -25,17 +25,7 @@ import (
 
 var stack *stacktest.Stack
 
-func TestMain(m *testing.M) {
-	var err error
-	stack, err = stacktest.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start local stack:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stack.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stacktest.Main(m, stacktest.StartFor(&stack)) }
 
 func repoRoot(t testing.TB) string {
 	root, err := localstack.RepoRoot()
@@ -84,6 +74,7 @@ func replay(t *testing.T, route string, vars map[string]string) (int, map[string
 
 // TestEventsReplay drives every function through its sample event.
 func TestEventsReplay(t *testing.T) {
+	stacktest.SkipShort(t)
 	acct, err := stack.NewAccount(context.Background(), "pro")
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +129,7 @@ func TestEventsReplay(t *testing.T) {
 // TestEventsReplayLibrary drives the avatar, agent, link and room functions
 // through their sample events, each answer feeding the next one's ids.
 func TestEventsReplayLibrary(t *testing.T) {
+	stacktest.SkipShort(t)
 	acct, err := stack.NewAccount(context.Background(), "pro")
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,7 @@ func boolInt(b bool) int {
 // whose worker heartbeats throughout and one whose lease had lapsed when the
 // list was read but whose worker heartbeated before the sweep reached it.
 func TestSlowSweepLeavesHeartbeatingSessions(t *testing.T) {
+	stacktest.SkipShort(t)
 	ctx := context.Background()
 	stack, err := stacktest.Start(ctx)
 	if err != nil {
