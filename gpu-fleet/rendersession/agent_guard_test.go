@@ -13,7 +13,7 @@ import (
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
-	"avatarsvc/shared/rooms"
+	"avatarsvc/shared/livekit"
 )
 
 // heapBound is how much the process's heap may grow while a participant
@@ -98,7 +98,7 @@ func TestOnlyTheFollowedAgentDrivesTheAvatar(t *testing.T) {
 	speech := speechPCM(t)
 
 	// A link visitor's token, minted the way the service mints them.
-	visitorToken, err := rooms.New(st.lk.URL, st.lk.APIKey, st.lk.APISecret).Token(roomName, "visitor", "Visitor", time.Hour)
+	visitorToken, err := livekit.New(st.lk.URL, st.lk.APIKey, st.lk.APISecret).Token(roomName, "visitor", "Visitor", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

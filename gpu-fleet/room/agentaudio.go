@@ -37,7 +37,7 @@ var (
 //
 // Participant kind agent comes only from a token that says so (signed with
 // the API secret) or from LiveKit's own agent dispatch; the service never
-// mints it for people (shared/rooms mints visitors and end users as
+// mints it for people (shared/livekit mints visitors and end users as
 // standard participants). So in rooms the service hosts, where the
 // renderer's token names no agent and the dispatched agent's identity is
 // not known in advance, any agent-kind participant is the dispatched

@@ -23,12 +23,12 @@ import (
 	"github.com/pion/webrtc/v4"
 	"github.com/pion/webrtc/v4/pkg/media"
 
-	"avatarsvc/shared/rooms"
+	lkapi "avatarsvc/shared/livekit"
 )
 
 // AgentIdentity is the avatar's participant identity in every room. The API
 // returns it as agent_identity so clients know whose tracks are the avatar.
-const AgentIdentity = rooms.AvatarIdentity
+const AgentIdentity = lkapi.AvatarIdentity
 
 const (
 	// VideoSampleDuration is one video frame (25 fps).

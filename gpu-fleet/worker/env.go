@@ -204,7 +204,7 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 			Secrets: secretsmanager.NewFromConfig(a.AWS), Log: log},
 		Log: log,
 	}
-	if a.Rooms != nil { // a nil *rooms.LiveKit in the interface would not read as nil
+	if a.Rooms != nil { // a nil *livekit.Client in the interface would not read as nil
 		launcher.Dispatcher = a.Rooms
 	}
 	cfg := s.Worker

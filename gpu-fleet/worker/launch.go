@@ -48,7 +48,7 @@ type RemoteAgents interface {
 }
 
 // AgentDispatcher sends a session's LiveKit agent into its room
-// (*rooms.LiveKit).
+// (*livekit.Client).
 type AgentDispatcher interface {
 	DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error
 }

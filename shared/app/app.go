@@ -28,7 +28,7 @@ import (
 	"avatarsvc/shared/ratelimit"
 	"avatarsvc/shared/reaper"
 	"avatarsvc/shared/roomhost"
-	"avatarsvc/shared/rooms"
+	"avatarsvc/shared/livekit"
 	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/store"
 )
@@ -141,7 +141,7 @@ type App struct {
 	Avatars  *avatars.Service
 	Agents   *agents.Service
 	Links    *links.Service
-	Rooms    *rooms.LiveKit // nil without LiveKit settings
+	Rooms    *livekit.Client // nil without LiveKit settings
 	Accounts *accounts.Service
 	Queue    *jobs.Queue
 	Reaper   *reaper.Reaper
@@ -193,22 +193,22 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 	avatarSvc := avatars.New(st, bucket, moderator, c.MediaBaseURL, now, log)
 	svc.UseAvatars(avatarSvc)
 	agentSvc := agents.New(st, avatarSvc, now)
-	lk := rooms.New(c.LiveKitURL, c.LiveKitAPIKey, c.LiveKitAPISecret)
-	var host links.RoomHost
+	lk := livekit.New(c.LiveKitURL, c.LiveKitAPIKey, c.LiveKitAPISecret)
 	var roomHost roomhost.RoomHost
 	var webhooks httpapi.WebhookVerifier
-	if lk != nil { // a nil *LiveKit in an interface would not read as nil
-		host, roomHost, webhooks = lk, lk, lk
+	if lk != nil { // a nil *livekit.Client in an interface would not read as nil
+		roomHost, webhooks = lk, lk
 		svc.UseRooms(lk)
 	}
-	linkSvc := links.New(st, agentSvc, avatarSvc, svc, host, c.LinkPageURL, now)
+	hosting := roomhost.New(svc, agentSvc, avatarSvc, roomHost, c.DefaultAvatar, log)
+	linkSvc := links.New(st, agentSvc, avatarSvc, svc, hosting, c.LinkPageURL, now)
 	return &App{
 		Config: c, AWS: cfg, Store: st, Sessions: svc, Avatars: avatarSvc, Agents: agentSvc, Links: linkSvc, Rooms: lk,
 		Accounts: accounts.New(st, now), Queue: queue,
 		Reaper: reaper.New(st, svc, reaper.DefaultPolicy, now, log), SQS: sqsClient, S3: s3Client,
 		Deps: httpapi.Deps{
 			Sessions: svc, Avatars: avatarSvc, Agents: agentSvc, Links: linkSvc,
-			RoomHost: roomhost.New(svc, agentSvc, avatarSvc, roomHost, c.DefaultAvatar, log), Webhooks: webhooks,
+			RoomHost: hosting, Webhooks: webhooks,
 			Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
 		},
 	}, nil

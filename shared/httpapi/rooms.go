@@ -5,7 +5,7 @@ import (
 
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/roomhost"
-	"avatarsvc/shared/rooms"
+	"avatarsvc/shared/livekit"
 )
 
 func handleInitiateRoom(svc *roomhost.Service) handlerFunc {
@@ -46,9 +46,9 @@ func handleInitiateRoom(svc *roomhost.Service) handlerFunc {
 	}
 }
 
-// WebhookVerifier checks LiveKit's webhook signatures (shared/rooms).
+// WebhookVerifier checks LiveKit's webhook signatures (shared/livekit).
 type WebhookVerifier interface {
-	ReceiveWebhook(r *http.Request) (rooms.Event, error)
+	ReceiveWebhook(r *http.Request) (livekit.Event, error)
 }
 
 // handleLiveKitWebhook receives livekit-server's webhooks. The body is

@@ -12,7 +12,8 @@ import (
 
 	"avatarsvc/shared/agents"
 	"avatarsvc/shared/domain"
-	"avatarsvc/shared/rooms"
+	"avatarsvc/shared/livekit"
+	"avatarsvc/shared/roomhost"
 	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/store"
 )
@@ -47,11 +48,11 @@ type Sessions interface {
 	Finish(ctx context.Context, userID, id string, ev domain.Event, reason string) (domain.Session, error)
 }
 
-// RoomHost creates rooms and their tokens (shared/rooms); nil when no room
-// platform is configured.
-type RoomHost interface {
-	Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (rooms.Hosted, error)
-	DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error
+// Hosting opens the rooms link sessions run in and sends their voice
+// agents (*roomhost.Service, the one owner of hosted rooms).
+type Hosting interface {
+	OpenRoom(ctx context.Context, k roomhost.Kind, sessionID string) (livekit.Hosted, error)
+	DispatchOrEnd(ctx context.Context, userID, sessionID, room string, ag domain.Agent) (dispatchErr, endErr error)
 }
 
 // Service manages links.
@@ -60,14 +61,13 @@ type Service struct {
 	agents   Agents
 	avatars  Avatars
 	sessions Sessions
-	rooms    RoomHost
+	rooms    Hosting
 	pageURL  string // the link page; a link's url is pageURL#<link_id>
 	now      func() time.Time
 }
 
-// New returns a Service. rooms may be nil (then starts answer that no room
-// platform is configured).
-func New(st Store, ag Agents, av Avatars, ss Sessions, rh RoomHost, pageURL string, now func() time.Time) *Service {
+// New returns a Service.
+func New(st Store, ag Agents, av Avatars, ss Sessions, rh Hosting, pageURL string, now func() time.Time) *Service {
 	return &Service{store: st, agents: ag, avatars: av, sessions: ss, rooms: rh, pageURL: pageURL, now: now}
 }
 
@@ -324,16 +324,6 @@ type Started struct {
 	AgentIdentity    string
 }
 
-// Room names: a fixed prefix, then the session id.
-const (
-	LinkRoomPrefix = "avatar-link-"
-	roomTTL        = 6 * time.Hour
-)
-
-// ErrNoRoomPlatform answers starts on a deployment without LiveKit.
-var ErrNoRoomPlatform = domain.Errorf(domain.Internal, "Room platform is not configured on this server").
-	WithSuggestion("The operator must set LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET")
-
 // Open reads a link for a start and applies its own rules: the spec's
 // rule 1 (active, unexpired, within use_limit), then the extensions
 // max_concurrent_sessions and allowed_origins (origin is the request's
@@ -386,14 +376,10 @@ func (s *Service) Start(ctx context.Context, l domain.Link, aspectRatio string) 
 	if err := s.sessions.CheckQuota(ctx, l.UserID); err != nil {
 		return Started{}, ownerLimit(err)
 	}
-	if s.rooms == nil {
-		return Started{}, ErrNoRoomPlatform
-	}
 	sessionID := domain.NewSessionID()
-	userIdentity := "guest-" + strings.ToLower(sessionID[len(sessionID)-10:])
-	room, err := s.rooms.Host(ctx, LinkRoomPrefix, sessionID, userIdentity, roomTTL)
+	room, err := s.rooms.OpenRoom(ctx, roomhost.LinkRoom, sessionID)
 	if err != nil {
-		return Started{}, &domain.Error{Code: domain.Unavailable, Message: "Could not create the room, please retry", Err: err}
+		return Started{}, err
 	}
 	for attempt := 0; ; attempt++ {
 		_, err = s.sessions.StartHosted(ctx, sessions.Hosted{
@@ -422,18 +408,12 @@ func (s *Service) Start(ctx context.Context, l domain.Link, aspectRatio string) 
 	if err != nil {
 		return Started{}, ownerLimit(err)
 	}
-	if ag.VoiceAgent.Provider == domain.ProviderLiveKit {
-		if err := s.rooms.DispatchAgent(ctx, room.Name, sessionID, ag); err != nil {
-			// Without its voice agent the avatar would stay silent: end the
-			// session at once (billed nothing: no renderer served it yet)
-			// and let the visitor retry.
-			if _, ferr := s.sessions.Finish(context.WithoutCancel(ctx), l.UserID, sessionID, domain.EventAutoEnd, domain.ReasonAgentUnavailable); ferr != nil {
-				err = errors.Join(err, ferr)
-			}
-			return Started{}, &domain.Error{Code: domain.Unavailable, Message: "The voice agent could not be started, please retry", Err: err}
-		}
+	if dispatchErr, endErr := s.rooms.DispatchOrEnd(ctx, l.UserID, sessionID, room.Name, ag); dispatchErr != nil {
+		// The session is ended; the visitor may retry.
+		return Started{}, &domain.Error{Code: domain.Unavailable, Message: "The voice agent could not be started, please retry",
+			Err: errors.Join(dispatchErr, endErr)}
 	}
-	return Started{SessionID: sessionID, RoomURL: room.URL, ParticipantToken: room.UserToken, AgentIdentity: rooms.AvatarIdentity}, nil
+	return Started{SessionID: sessionID, RoomURL: room.URL, ParticipantToken: room.UserToken, AgentIdentity: livekit.AvatarIdentity}, nil
 }
 
 func maxMinutes(l domain.Link) int {

@@ -1,7 +1,9 @@
-// Package roomhost runs sessions in rooms the service creates itself
-// (POST /v1/rooms/initiate): it makes the room and the session, and starts
-// the session when LiveKit's webhook says the first client joined; the
-// room closing ends it.
+// Package roomhost owns the rooms the service creates itself, for links
+// (shared/links starts those sessions) and for POST /v1/rooms/initiate:
+// their names, lifetime and tokens (OpenRoom), the dispatch of a session's
+// LiveKit voice agent (DispatchOrEnd), and LiveKit's webhooks about them,
+// which start an initiated session when its first client joins and end
+// any hosted session when its visitor leaves or the room closes.
 package roomhost
 
 import (
@@ -13,7 +15,7 @@ import (
 
 	"avatarsvc/shared/agents"
 	"avatarsvc/shared/domain"
-	"avatarsvc/shared/rooms"
+	"avatarsvc/shared/livekit"
 	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/voices"
 )
@@ -37,9 +39,9 @@ type Avatars interface {
 	Source(a domain.Avatar) domain.AvatarSource
 }
 
-// RoomHost creates rooms and tokens (shared/rooms).
+// RoomHost creates rooms and tokens (shared/livekit).
 type RoomHost interface {
-	Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (rooms.Hosted, error)
+	Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (livekit.Hosted, error)
 	DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error
 }
 
@@ -59,11 +61,25 @@ func New(ss Sessions, ag Agents, av Avatars, rh RoomHost, defaultAvatar string, 
 	return &Service{sessions: ss, agents: ag, avatars: av, rooms: rh, defaultAvatar: defaultAvatar, log: log}
 }
 
-// RoomPrefix starts the names of rooms made by Initiate.
-const (
-	RoomPrefix = "avatar-room-"
-	roomTTL    = 6 * time.Hour
+// Kind is who a hosted room is for. A room is named by its kind's prefix
+// and then the session id, so a webhook finds its session, and the person's
+// identity in it starts with the kind's identity prefix.
+type Kind struct{ prefix, person string }
+
+// The kinds of hosted rooms.
+var (
+	InitiatedRoom = Kind{prefix: "avatar-room-", person: "user-"}  // rooms/initiate
+	LinkRoom      = Kind{prefix: "avatar-link-", person: "guest-"} // a link's visitor
 )
+
+// kinds are all of them, for reading a room name back.
+var kinds = []Kind{InitiatedRoom, LinkRoom}
+
+// RoomName is the name of the kind's room for a session.
+func (k Kind) RoomName(sessionID string) string { return k.prefix + sessionID }
+
+// roomTTL bounds a hosted room's tokens; LiveKit closes an empty room itself.
+const roomTTL = 6 * time.Hour
 
 // ErrNotConfigured answers when no room platform is configured.
 var ErrNotConfigured = domain.Errorf(domain.Internal, "Room platform is not configured on this server").
@@ -84,7 +100,7 @@ type Request struct {
 // Initiated is a new room and its session.
 type Initiated struct {
 	SessionID string
-	Room      rooms.Hosted
+	Room      livekit.Hosted
 }
 
 // Initiate makes a room and a session for it, in the created state; the
@@ -131,9 +147,9 @@ func (s *Service) Initiate(ctx context.Context, userID, keyMode string, req Requ
 		voice = av.VoiceID
 	}
 	id := domain.NewSessionID()
-	room, err := s.rooms.Host(ctx, RoomPrefix, id, "user-"+strings.ToLower(id[len(id)-10:]), roomTTL)
+	room, err := s.OpenRoom(ctx, InitiatedRoom, id)
 	if err != nil {
-		return Initiated{}, &domain.Error{Code: domain.Unavailable, Message: "Could not create the room, please retry", Err: err}
+		return Initiated{}, err
 	}
 	_, err = s.sessions.CreateHosted(ctx, sessions.Hosted{
 		SessionID: id, OwnerID: userID, KeyMode: keyMode, Avatar: s.avatars.Source(av), AspectRatio: ar,
@@ -146,31 +162,66 @@ func (s *Service) Initiate(ctx context.Context, userID, keyMode string, req Requ
 	return Initiated{SessionID: id, Room: room}, nil
 }
 
-// sessionOfRoom is the session a service-made room belongs to.
-func sessionOfRoom(name string) (string, bool) {
-	for _, p := range []string{RoomPrefix, "avatar-link-"} {
-		if rest, ok := strings.CutPrefix(name, p); ok && rest != "" {
-			return rest, true
+// OpenRoom creates the kind's room for a session, with the renderer's and
+// the person's tokens. ErrNotConfigured without a room platform.
+func (s *Service) OpenRoom(ctx context.Context, k Kind, sessionID string) (livekit.Hosted, error) {
+	if s.rooms == nil {
+		return livekit.Hosted{}, ErrNotConfigured
+	}
+	person := k.person + strings.ToLower(sessionID[len(sessionID)-10:])
+	room, err := s.rooms.Host(ctx, k.prefix, sessionID, person, roomTTL)
+	if err != nil {
+		return livekit.Hosted{}, &domain.Error{Code: domain.Unavailable, Message: "Could not create the room, please retry", Err: err}
+	}
+	return room, nil
+}
+
+// DispatchOrEnd sends ag's LiveKit voice agent (if that is its provider)
+// into a hosted session's room. Without it the avatar would stay silent,
+// so a failed dispatch ends the session as agent_unavailable (billed
+// nothing: no renderer served it yet). It returns the dispatch's failure
+// and, apart, the end's.
+func (s *Service) DispatchOrEnd(ctx context.Context, userID, sessionID, room string, ag domain.Agent) (dispatchErr, endErr error) {
+	if ag.VoiceAgent.Provider != domain.ProviderLiveKit {
+		return nil, nil
+	}
+	if s.rooms == nil {
+		return ErrNotConfigured, nil
+	}
+	if dispatchErr = s.rooms.DispatchAgent(ctx, room, sessionID, ag); dispatchErr == nil {
+		return nil, nil
+	}
+	s.log.WarnContext(ctx, "agent dispatch", "session_id", sessionID, "agent", ag.VoiceAgent.AgentID, "err", dispatchErr)
+	_, endErr = s.sessions.Finish(context.WithoutCancel(ctx), userID, sessionID, domain.EventAutoEnd, domain.ReasonAgentUnavailable)
+	return dispatchErr, endErr
+}
+
+// sessionOfRoom is the session a hosted room belongs to, and its kind.
+func sessionOfRoom(name string) (string, Kind, bool) {
+	for _, k := range kinds {
+		if rest, ok := strings.CutPrefix(name, k.prefix); ok && rest != "" {
+			return rest, k, true
 		}
 	}
-	return "", false
+	return "", Kind{}, false
 }
 
 // HandleEvent applies a verified LiveKit webhook: a person (not the
 // renderer, not a voice agent) joining a room made by Initiate starts its session; the client
 // leaving, or the room finishing, ends it (faster than the renderer's own
 // presence check, through the same end path).
-func (s *Service) HandleEvent(ctx context.Context, ev rooms.Event) error {
+func (s *Service) HandleEvent(ctx context.Context, ev livekit.Event) error {
 	if ev.Room == nil {
 		return nil
 	}
-	id, ok := sessionOfRoom(ev.Room.Name)
+	id, kind, ok := sessionOfRoom(ev.Room.Name)
 	if !ok {
 		return nil
 	}
 	switch ev.Event {
 	case "participant_joined":
-		if !ev.IsPerson() || !strings.HasPrefix(ev.Room.Name, RoomPrefix) {
+		// Link sessions start when the visitor asks (shared/links).
+		if !ev.IsPerson() || kind != InitiatedRoom {
 			return nil
 		}
 		sess, err := s.sessions.GetByID(ctx, id)
@@ -198,23 +249,21 @@ func (s *Service) HandleEvent(ctx context.Context, ev rooms.Event) error {
 	return nil
 }
 
-// dispatch sends the session's LiveKit voice agent, if it has one, into the
-// room now that a client is there to talk to. Without it the avatar would
-// stay silent, so a failed dispatch ends the session (billed nothing yet).
+// dispatch sends an initiated session's LiveKit voice agent, if it has
+// one, into the room now that a client is there to talk to.
 func (s *Service) dispatch(ctx context.Context, sess domain.Session) error {
 	if sess.AgentID == "" {
 		return nil
 	}
 	ag, err := s.agents.Get(ctx, sess.UserID, sess.AgentID)
-	if err != nil || ag.VoiceAgent.Provider != domain.ProviderLiveKit {
+	if err != nil {
 		return ignoreMissingAgent(err)
 	}
-	if err = s.rooms.DispatchAgent(ctx, sess.RoomName, sess.ID, ag.Agent); err == nil {
-		return nil
+	if dispatchErr, endErr := s.DispatchOrEnd(ctx, sess.UserID, sess.ID, sess.RoomName, ag.Agent); dispatchErr != nil {
+		// The session is ended; LiveKit can only retry a failed end.
+		return ignoreRefusal(endErr)
 	}
-	s.log.WarnContext(ctx, "agent dispatch", "session_id", sess.ID, "agent", ag.VoiceAgent.AgentID, "err", err)
-	_, ferr := s.sessions.Finish(context.WithoutCancel(ctx), sess.UserID, sess.ID, domain.EventAutoEnd, domain.ReasonAgentUnavailable)
-	return ignoreRefusal(ferr)
+	return nil
 }
 
 // ignoreMissingAgent lets a session whose agent was deleted meanwhile go on

@@ -65,7 +65,7 @@ type Service struct {
 }
 
 // RoomMarker tells the people in a room the service made that its session
-// ended (*rooms.LiveKit): a visitor waiting for an avatar that will not come
+// ended (*livekit.Client): a visitor waiting for an avatar that will not come
 // learns why at once.
 type RoomMarker interface {
 	MarkEnded(ctx context.Context, room, reason string) error

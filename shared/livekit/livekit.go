@@ -1,4 +1,4 @@
-// Package rooms creates LiveKit rooms for sessions the service hosts (links
+// Package livekit creates LiveKit rooms for sessions the service hosts (links
 // and rooms/initiate), mints their join tokens, dispatches voice agents
 // into them and verifies LiveKit's webhooks.
 //
@@ -8,7 +8,7 @@
 // auth and webhook, which import its utils) pull in pion's WebRTC stack,
 // about 25 MB in every Lambda binary; the tests check these tokens and
 // signatures against a real livekit-server instead.
-package rooms
+package livekit
 
 import (
 	"bytes"
@@ -29,9 +29,9 @@ import (
 	"github.com/go-jose/go-jose/v3/jwt"
 )
 
-// LiveKit is one LiveKit deployment (LIVEKIT_URL, LIVEKIT_API_KEY,
+// Client is one LiveKit deployment (LIVEKIT_URL, LIVEKIT_API_KEY,
 // LIVEKIT_API_SECRET).
-type LiveKit struct {
+type Client struct {
 	url         string // what client SDKs dial (ws:// or wss://)
 	api         string // the same host over http(s), for the room service
 	key, secret string
@@ -39,17 +39,17 @@ type LiveKit struct {
 }
 
 // New returns the LiveKit platform, or nil when none is configured.
-func New(url, key, secret string) *LiveKit {
+func New(url, key, secret string) *Client {
 	if url == "" || key == "" || secret == "" {
 		return nil
 	}
 	api := strings.Replace(strings.Replace(url, "wss://", "https://", 1), "ws://", "http://", 1)
-	return &LiveKit{url: url, api: strings.TrimSuffix(api, "/"), key: key, secret: secret,
+	return &Client{url: url, api: strings.TrimSuffix(api, "/"), key: key, secret: secret,
 		client: &http.Client{Timeout: 10 * time.Second}}
 }
 
 // URL is the address client SDKs connect to.
-func (l *LiveKit) URL() string { return l.url }
+func (l *Client) URL() string { return l.url }
 
 // Room settings: an empty room closes soon after everyone left.
 const (
@@ -75,7 +75,7 @@ type claims struct {
 	Video *videoGrant `json:"video,omitempty"`
 }
 
-func (l *LiveKit) sign(identity, name string, ttl time.Duration, grant videoGrant) (string, error) {
+func (l *Client) sign(identity, name string, ttl time.Duration, grant videoGrant) (string, error) {
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte(l.secret)},
 		(&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
@@ -91,7 +91,7 @@ func (l *LiveKit) sign(identity, name string, ttl time.Duration, grant videoGran
 }
 
 // Create makes a room called name through the room service.
-func (l *LiveKit) Create(ctx context.Context, name string) error {
+func (l *Client) Create(ctx context.Context, name string) error {
 	return l.twirp(ctx, "RoomService/CreateRoom", videoGrant{RoomCreate: true}, map[string]any{
 		"name": name, "empty_timeout": int(emptyTimeout.Seconds()),
 		"departure_timeout": int(departureTimeout.Seconds()), "max_participants": maxParticipants,
@@ -102,7 +102,7 @@ func (l *LiveKit) Create(ctx context.Context, name string) error {
 // voice_agent.agent_id is the worker's registered agent_name) into room,
 // with job metadata naming the avatar participant it should drive
 // (agent dispatch API).
-func (l *LiveKit) DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error {
+func (l *Client) DispatchAgent(ctx context.Context, room, sessionID string, ag domain.Agent) error {
 	md, err := json.Marshal(ag.Job(sessionID, AvatarIdentity))
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ const EndedKey = "session_ended"
 
 // MarkEnded writes on room's metadata that its session ended, with the
 // reason code only (PublicEndReason): everyone in the room can read it.
-func (l *LiveKit) MarkEnded(ctx context.Context, room, reason string) error {
+func (l *Client) MarkEnded(ctx context.Context, room, reason string) error {
 	md, err := json.Marshal(map[string]string{EndedKey: PublicEndReason(reason)})
 	if err != nil {
 		return err
@@ -151,7 +151,7 @@ type Dispatched struct {
 }
 
 // Dispatches lists the agent dispatches of room.
-func (l *LiveKit) Dispatches(ctx context.Context, room string) ([]Dispatched, error) {
+func (l *Client) Dispatches(ctx context.Context, room string) ([]Dispatched, error) {
 	var out struct {
 		AgentDispatches []Dispatched `json:"agent_dispatches"`
 	}
@@ -162,7 +162,7 @@ func (l *LiveKit) Dispatches(ctx context.Context, room string) ([]Dispatched, er
 
 // twirp calls one method of LiveKit's server API (twirp, JSON) with a
 // short-lived token carrying grant.
-func (l *LiveKit) twirp(ctx context.Context, method string, grant videoGrant, in, out any) error {
+func (l *Client) twirp(ctx context.Context, method string, grant videoGrant, in, out any) error {
 	token, err := l.sign("", "", time.Minute, grant)
 	if err != nil {
 		return fmt.Errorf("livekit: token: %w", err)
@@ -193,7 +193,7 @@ func (l *LiveKit) twirp(ctx context.Context, method string, grant videoGrant, in
 
 // Token mints a join token for identity in room, valid for ttl: it may
 // publish (camera, microphone, data) and subscribe.
-func (l *LiveKit) Token(room, identity, name string, ttl time.Duration) (string, error) {
+func (l *Client) Token(room, identity, name string, ttl time.Duration) (string, error) {
 	yes := true
 	return l.sign(identity, name, ttl, videoGrant{RoomJoin: true, Room: room, CanPublish: &yes, CanSubscribe: &yes, CanPublishData: &yes})
 }
@@ -216,7 +216,7 @@ type Hosted struct {
 }
 
 // Host creates a uniquely named room (prefix + id) and both tokens.
-func (l *LiveKit) Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (Hosted, error) {
+func (l *Client) Host(ctx context.Context, prefix, id, userIdentity string, ttl time.Duration) (Hosted, error) {
 	name := prefix + id
 	if err := l.Create(ctx, name); err != nil {
 		return Hosted{}, err
@@ -262,7 +262,7 @@ const maxWebhookBytes = 1 << 20
 // ReceiveWebhook verifies a webhook as LiveKit signs it: the Authorization
 // header is a JWT signed with the API secret, issued by the API key, whose
 // sha256 claim is the base64 SHA-256 of the body.
-func (l *LiveKit) ReceiveWebhook(r *http.Request) (Event, error) {
+func (l *Client) ReceiveWebhook(r *http.Request) (Event, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxWebhookBytes))
 	if err != nil {
 		return Event{}, err

@@ -1,4 +1,4 @@
-package rooms
+package livekit
 
 import (
 	"encoding/json"
