@@ -27,17 +27,17 @@ import (
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatarsource"
 	"avatarsvc/gpu-fleet/netguard"
-	"avatarsvc/shared/app"
+	"avatarsvc/shared/backend"
 	"avatarsvc/shared/jobs"
 )
 
 // Settings is a worker process's configuration, read from the environment
 // (infra/renderer-host-user-data.sh writes it from SSM; `make run` and the
 // tests set it locally). The service's own variables (tables, queue, bucket,
-// AWS_ENDPOINT_URL_*) are read by app.ConfigFromEnv.
+// AWS_ENDPOINT_URL_*) are read by backend.ConfigFromEnv.
 type Settings struct {
-	App    app.Config
-	Worker Config
+	Backend backend.Config
+	Worker  Config
 	// Listen is the ws_uri listener's address (WS_LISTEN, 127.0.0.1:8765).
 	Listen string
 	// TLSCertFile and TLSKeyFile make the listener serve wss:// (TLS_CERT_FILE,
@@ -66,11 +66,11 @@ type Settings struct {
 
 // SettingsFromEnv reads Settings; unset values take the defaults.
 func SettingsFromEnv(getenv func(string) string) (Settings, error) {
-	appCfg, err := app.ConfigFromEnv(getenv)
+	backendCfg, err := backend.ConfigFromEnv(getenv)
 	if err != nil {
 		return Settings{}, err
 	}
-	s := Settings{App: appCfg, Listen: or(getenv("WS_LISTEN"), "127.0.0.1:8765"),
+	s := Settings{Backend: backendCfg, Listen: or(getenv("WS_LISTEN"), "127.0.0.1:8765"),
 		TLSCertFile: getenv("TLS_CERT_FILE"), TLSKeyFile: getenv("TLS_KEY_FILE"),
 		GroupName: getenv("ASG_NAME"), HookName: getenv("ASG_LIFECYCLE_HOOK"),
 		MetricsNamespace:  or(getenv("METRICS_NAMESPACE"), "avatarsvc/renderer"),
@@ -151,7 +151,7 @@ func defaultWorkerID() string {
 type Process struct {
 	Settings Settings
 	Worker   *Worker
-	App      *app.App
+	Backend  *backend.Backend
 	listener net.Listener
 	http     *http.Server
 }
@@ -160,7 +160,7 @@ type Process struct {
 // takes jobs. log gets the JSON logs; metrics the EMF lines (stdout in
 // production).
 func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer) (*Process, error) {
-	a, err := app.New(ctx, s.App, time.Now, log)
+	a, err := backend.New(ctx, s.Backend, time.Now, log)
 	if err != nil {
 		return nil, err
 	}
@@ -212,8 +212,8 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 	if metrics != nil {
 		cfg.Metrics = NewMetrics(metrics, s.MetricsNamespace, s.GroupName)
 	}
-	queue := jobs.NewConsumer(a.SQS, s.App.QueueURL, s.QueueWait)
-	return &Process{Settings: s, App: a, listener: ln, http: srv,
+	queue := jobs.NewConsumer(a.SQS, s.Backend.QueueURL, s.QueueWait)
+	return &Process{Settings: s, Backend: a, listener: ln, http: srv,
 		Worker: New(cfg, queue, a.Store, a.Sessions, launcher)}, nil
 }
 
@@ -232,7 +232,7 @@ func (p *Process) Run(ctx context.Context) error {
 			return err
 		}
 		p.Worker.cfg.Lifecycle = hook
-		go watchTermination(ctx, imds.NewFromConfig(p.App.AWS), cancel, p.Worker.log)
+		go watchTermination(ctx, imds.NewFromConfig(p.Backend.AWS), cancel, p.Worker.log)
 	}
 	err := p.Worker.Run(ctx)
 	shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
@@ -241,7 +241,7 @@ func (p *Process) Run(ctx context.Context) error {
 }
 
 func (p *Process) lifecycleHook(ctx context.Context) (*ASGHook, error) {
-	id, err := imds.NewFromConfig(p.App.AWS).GetMetadata(ctx, &imds.GetMetadataInput{Path: "instance-id"})
+	id, err := imds.NewFromConfig(p.Backend.AWS).GetMetadata(ctx, &imds.GetMetadataInput{Path: "instance-id"})
 	if err != nil {
 		return nil, fmt.Errorf("instance id from IMDS: %w", err)
 	}
@@ -250,7 +250,7 @@ func (p *Process) lifecycleHook(ctx context.Context) (*ASGHook, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ASGHook{Client: autoscaling.NewFromConfig(p.App.AWS), GroupName: p.Settings.GroupName,
+	return &ASGHook{Client: autoscaling.NewFromConfig(p.Backend.AWS), GroupName: p.Settings.GroupName,
 		HookName: p.Settings.HookName, InstanceID: strings.TrimSpace(string(b))}, nil
 }
 

@@ -160,3 +160,28 @@ func TestRenderingDoesNotLinkDynamoDB(t *testing.T) {
 		t.Errorf("got rendering packages linking DynamoDB:\n  %s\nwant none", strings.Join(bad, "\n  "))
 	}
 }
+
+// apiPackages are the HTTP API's: the renderer worker runs sessions and
+// needs none of them (shared/backend is its wiring, shared/app the API's).
+var apiPackages = []string{
+	"avatarsvc/shared/app", "avatarsvc/shared/httpapi", "avatarsvc/shared/links", "avatarsvc/shared/roomhost",
+	"avatarsvc/shared/ratelimit", "avatarsvc/shared/auth", "avatarsvc/shared/accounts", "avatarsvc/shared/reaper",
+}
+
+func TestWorkerDoesNotLinkTheAPI(t *testing.T) {
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-test=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`,
+		"./gpu-fleet/cmd/renderer-worker")
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if bad := forbiddenDeps(string(out), apiPackages...); len(bad) > 0 {
+		t.Errorf("got the renderer worker linking API packages:\n  %s\nwant none", strings.Join(bad, "\n  "))
+	}
+}

@@ -4,8 +4,8 @@ import (
 	"net/http"
 
 	"avatarsvc/shared/domain"
-	"avatarsvc/shared/roomhost"
 	"avatarsvc/shared/livekit"
+	"avatarsvc/shared/roomhost"
 )
 
 func handleInitiateRoom(svc *roomhost.Service) handlerFunc {

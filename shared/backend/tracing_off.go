@@ -1,6 +1,6 @@
 //go:build !xray
 
-package app
+package backend
 
 import "github.com/aws/aws-sdk-go-v2/aws"
 
