@@ -109,6 +109,9 @@ func TestTestClips(t *testing.T) {
 // TestStreamingClips streams the clips in 20 ms chunks through one
 // Recognizer and checks the results' shape, timing and accuracy.
 func TestStreamingClips(t *testing.T) {
+	if testing.Short() {
+		t.Skip("recognizes minutes of speech; skipped under -short")
+	}
 	clips := loadClips(t)
 	pcm, starts := stream(clips)
 	r := newRecognizer(t)
@@ -176,6 +179,9 @@ func TestStreamingClips(t *testing.T) {
 // subtests run in parallel, which also checks that Recognizers in different
 // goroutines (one per session) share no state.
 func TestChunkSizeDoesNotMatter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("recognizes minutes of speech; skipped under -short")
+	}
 	clips := loadClips(t)
 	pcm, _ := stream([]Clip{clips[1], clips[4]})
 	ref := finals(writeAll(t, newRecognizer(t), pcm, chunk20ms))
@@ -285,6 +291,9 @@ func TestSilenceGivesNothing(t *testing.T) {
 // TestSpeechStartDetectedQuickly is the barge-in case: InSpeech must turn
 // true soon after the first word starts, in audio time.
 func TestSpeechStartDetectedQuickly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("recognizes minutes of speech; skipped under -short")
+	}
 	clips := loadClips(t)
 	for _, c := range []Clip{clips[1], clips[3]} {
 		t.Run(c.Name, func(t *testing.T) {
