@@ -1,119 +1,94 @@
 package vp8
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/pion/rtp"
+	"github.com/pion/rtp/codecs"
+	"github.com/pion/webrtc/v4"
+	"github.com/pion/webrtc/v4/pkg/media/ivfreader"
+	"github.com/pion/webrtc/v4/pkg/media/ivfwriter"
 )
 
-// IVFWriter writes VP8 packets into an IVF file, the plain container that
-// ffmpeg, ffplay and libvpx's tools read.
+// IVFWriter writes VP8 frames into an IVF file, the plain container that
+// ffmpeg, ffplay and libvpx's tools read. pion's ivfwriter does the
+// container; it takes RTP, so each frame goes in as the packets a track
+// would send.
 type IVFWriter struct {
-	w      io.Writer
-	frames uint32
+	w   *ivfwriter.IVFWriter
+	pay codecs.VP8Payloader
+	seq uint16
 }
 
-// NewIVFWriter writes the IVF file header for a VP8 stream.
+// ivfMTU is the payload size frames are split into on the way to the
+// writer, which joins them again; any size works.
+const ivfMTU = 1200
+
+// NewIVFWriter writes the IVF file header for a VP8 stream whose
+// presentation times count frames at fps.
 func NewIVFWriter(w io.Writer, width, height, fps int) (*IVFWriter, error) {
-	var h [32]byte
-	copy(h[0:], "DKIF")
-	binary.LittleEndian.PutUint16(h[4:], 0)  // version
-	binary.LittleEndian.PutUint16(h[6:], 32) // header size
-	copy(h[8:], "VP80")
-	binary.LittleEndian.PutUint16(h[12:], uint16(width))
-	binary.LittleEndian.PutUint16(h[14:], uint16(height))
-	binary.LittleEndian.PutUint32(h[16:], uint32(fps)) // timebase denominator
-	binary.LittleEndian.PutUint32(h[20:], 1)           // timebase numerator
-	binary.LittleEndian.PutUint32(h[24:], 0)           // frame count, fixed in Close when seekable
-	if _, err := w.Write(h[:]); err != nil {
-		return nil, fmt.Errorf("vp8: writing IVF header: %w", err)
+	iw, err := ivfwriter.NewWith(w, ivfwriter.WithCodec(webrtc.MimeTypeVP8),
+		ivfwriter.WithWidthAndHeight(uint16(width), uint16(height)),
+		ivfwriter.WithFrameRate(1, uint32(fps)), ivfwriter.WithDirectPTS())
+	if err != nil {
+		return nil, fmt.Errorf("vp8: IVF writer: %w", err)
 	}
-	return &IVFWriter{w: w}, nil
+	return &IVFWriter{w: iw}, nil
 }
 
-// WritePacket appends one frame's packet with its presentation time in frames.
+// WritePacket appends one frame's packet with its presentation time in
+// frames (counted from the first frame written).
 func (iw *IVFWriter) WritePacket(packet []byte, pts int64) error {
-	var h [12]byte
-	binary.LittleEndian.PutUint32(h[0:], uint32(len(packet)))
-	binary.LittleEndian.PutUint64(h[4:], uint64(pts))
-	if _, err := iw.w.Write(h[:]); err != nil {
-		return fmt.Errorf("vp8: writing IVF frame header: %w", err)
+	parts := iw.pay.Payload(ivfMTU, packet)
+	for i, p := range parts {
+		err := iw.w.WriteRTP(&rtp.Packet{
+			Header:  rtp.Header{Version: 2, Marker: i == len(parts)-1, SequenceNumber: iw.seq, Timestamp: uint32(pts)},
+			Payload: p,
+		})
+		iw.seq++
+		if err != nil {
+			return fmt.Errorf("vp8: writing IVF frame: %w", err)
+		}
 	}
-	if _, err := iw.w.Write(packet); err != nil {
-		return fmt.Errorf("vp8: writing IVF frame: %w", err)
-	}
-	iw.frames++
 	return nil
 }
 
-// Close records the frame count in the header when the writer can seek.
-// It does not close the underlying writer.
-func (iw *IVFWriter) Close() error {
-	ws, ok := iw.w.(io.WriteSeeker)
-	if !ok {
-		return nil
-	}
-	end, err := ws.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return err
-	}
-	var n [4]byte
-	binary.LittleEndian.PutUint32(n[:], iw.frames)
-	if _, err := ws.Seek(24, io.SeekStart); err != nil {
-		return err
-	}
-	if _, err := ws.Write(n[:]); err != nil {
-		return err
-	}
-	_, err = ws.Seek(end, io.SeekStart)
-	return err
-}
+// Close records the frame count in the header when the writer can seek,
+// and closes the underlying writer when it is an io.Closer.
+func (iw *IVFWriter) Close() error { return iw.w.Close() }
 
-// IVFReader reads the packets of an IVF file.
+// IVFReader reads the frames of a VP8 IVF file (pion's ivfreader). It is
+// for files we wrote (tests, scripts/render-file): the reader allocates
+// what a frame header declares, so it is not for strangers' files.
 type IVFReader struct {
-	r             io.Reader
+	r             *ivfreader.IVFReader
+	h             *ivfreader.IVFFileHeader
 	Width, Height int
 	FPS           int
 }
 
-// maxIVFFrame bounds one frame's declared size, so a bad file cannot make
-// the reader allocate without limit.
-const maxIVFFrame = 16 << 20
-
 // NewIVFReader reads and checks the IVF header.
 func NewIVFReader(r io.Reader) (*IVFReader, error) {
-	var h [32]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	ir, h, err := ivfreader.NewWith(r)
+	if err != nil {
 		return nil, fmt.Errorf("vp8: reading IVF header: %w", err)
 	}
-	if string(h[0:4]) != "DKIF" || string(h[8:12]) != "VP80" {
+	if h.FourCC != "VP80" || h.TimebaseNumerator == 0 || h.TimebaseDenominator == 0 {
 		return nil, errors.New("vp8: not a VP8 IVF file")
 	}
-	return &IVFReader{
-		r:      r,
-		Width:  int(binary.LittleEndian.Uint16(h[12:])),
-		Height: int(binary.LittleEndian.Uint16(h[14:])),
-		FPS:    int(binary.LittleEndian.Uint32(h[16:])),
-	}, nil
+	return &IVFReader{r: ir, h: h, Width: int(h.Width), Height: int(h.Height), FPS: int(h.TimebaseDenominator)}, nil
 }
 
-// Next returns the next packet and its presentation time, or io.EOF.
+// Next returns the next frame and its presentation time in frames, or
+// io.EOF.
 func (ir *IVFReader) Next() (packet []byte, pts int64, err error) {
-	var h [12]byte
-	if _, err := io.ReadFull(ir.r, h[:]); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, 0, fmt.Errorf("vp8: truncated IVF frame header: %w", err)
-		}
+	frame, h, err := ir.r.ParseNextFrame()
+	if err != nil {
 		return nil, 0, err
 	}
-	size := binary.LittleEndian.Uint32(h[0:])
-	if size > maxIVFFrame {
-		return nil, 0, fmt.Errorf("vp8: IVF frame of %d bytes is over the limit", size)
-	}
-	packet = make([]byte, size)
-	if _, err := io.ReadFull(ir.r, packet); err != nil {
-		return nil, 0, fmt.Errorf("vp8: truncated IVF frame: %w", err)
-	}
-	return packet, int64(binary.LittleEndian.Uint64(h[4:])), nil
+	// The reader scales the stored pts to ticks of the timebase's
+	// numerator; scale back to the stored pts.
+	return frame, int64(h.Timestamp * uint64(ir.h.TimebaseNumerator) / uint64(ir.h.TimebaseDenominator)), nil
 }
