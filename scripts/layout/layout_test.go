@@ -54,22 +54,7 @@ func TestScriptsImports(t *testing.T) {
 // TestFleetDoesNotImportScripts: nothing the fleet builds (tests aside,
 // which may start the local stack) depends on scripts/.
 func TestFleetDoesNotImportScripts(t *testing.T) {
-	root, err := localstack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "list", "-test=false",
-		"-f", `{{.ImportPath}} {{join .Deps " "}}`, "./gpu-fleet/...")
-	cmd.Dir = root
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list ./gpu-fleet/...: %v", err)
-	}
-	if len(strings.TrimSpace(string(out))) == 0 {
-		t.Fatal("go list ./gpu-fleet/... listed no packages")
-	}
-	if bad := scriptsImports(string(out)); len(bad) > 0 {
+	if bad := scriptsImports(depsOf(t, "./gpu-fleet/...")); len(bad) > 0 {
 		t.Errorf("got gpu-fleet packages depending on scripts/:\n  %s\nwant none",
 			strings.Join(bad, "\n  "))
 	}
@@ -141,22 +126,11 @@ func TestForbiddenDeps(t *testing.T) {
 // avatar image code with the API (shared/avatarimage), not the API's
 // services, so drawing a frame never links the database.
 func TestRenderingDoesNotLinkDynamoDB(t *testing.T) {
-	root, err := localstack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "list", "-test=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`,
-		"./gpu-fleet/render", "./gpu-fleet/rendersession", "./gpu-fleet/avatarsource")
-	cmd.Dir = root
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	if n := len(strings.Split(strings.TrimSpace(string(out)), "\n")); n != 3 {
+	out := depsOf(t, "./gpu-fleet/render", "./gpu-fleet/rendersession", "./gpu-fleet/avatarsource")
+	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 3 {
 		t.Fatalf("go list: got %d packages, want 3", n)
 	}
-	if bad := forbiddenDeps(string(out), dynamoDB...); len(bad) > 0 {
+	if bad := forbiddenDeps(out, dynamoDB...); len(bad) > 0 {
 		t.Errorf("got rendering packages linking DynamoDB:\n  %s\nwant none", strings.Join(bad, "\n  "))
 	}
 }
@@ -169,19 +143,28 @@ var apiPackages = []string{
 }
 
 func TestWorkerDoesNotLinkTheAPI(t *testing.T) {
+	if bad := forbiddenDeps(depsOf(t, "./gpu-fleet/cmd/renderer-worker"), apiPackages...); len(bad) > 0 {
+		t.Errorf("got the renderer worker linking API packages:\n  %s\nwant none", strings.Join(bad, "\n  "))
+	}
+}
+
+// depsOf lists each package in pkgs with its non-test dependencies, one
+// line a package: "import/path dep dep ...".
+func depsOf(t *testing.T, pkgs ...string) string {
+	t.Helper()
 	root, err := localstack.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "list", "-test=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`,
-		"./gpu-fleet/cmd/renderer-worker")
+	cmd := exec.Command("go", append([]string{"list", "-test=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`}, pkgs...)...)
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		t.Fatalf("go list %v: %v", pkgs, err)
 	}
-	if bad := forbiddenDeps(string(out), apiPackages...); len(bad) > 0 {
-		t.Errorf("got the renderer worker linking API packages:\n  %s\nwant none", strings.Join(bad, "\n  "))
+	if len(strings.TrimSpace(string(out))) == 0 {
+		t.Fatalf("go list %v listed no packages", pkgs)
 	}
+	return string(out)
 }
