@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -115,7 +116,7 @@ func TestCommittedTransactionWhoseAnswerWasLost(t *testing.T) {
 		lossy.arm(5)
 		got, err := svc.Start(ctx, user.ID, c.Session.ID, domain.EventStart)
 		if err != nil || got.WSURI != domain.TryAgain {
-			t.Fatalf("start whose answer was lost: got %+v, %v; want try_again", got.WSURI, err)
+			t.Fatalf("start whose answer was lost: got %+v, %v (%v); want try_again", got.WSURI, err, errors.Unwrap(err))
 		}
 		if u := account(); u.ActiveSessions != 1 {
 			t.Errorf("active sessions: got %d, want 1", u.ActiveSessions)
@@ -136,7 +137,7 @@ func TestCommittedTransactionWhoseAnswerWasLost(t *testing.T) {
 			Avatar: domain.AvatarSource{URL: "https://images.example.com/a.png"}, AspectRatio: "1:1",
 			Room: domain.Room{Platform: "livekit", URL: "wss://rooms.example.com", Token: "t"}, RoomName: "lost-room", LinkID: link.ID})
 		if err != nil {
-			t.Fatalf("link start whose answer was lost: %v", err)
+			t.Fatalf("link start whose answer was lost: %v (%v)", err, errors.Unwrap(err))
 		}
 		got, err := st.GetLink(ctx, link.ID)
 		if err != nil {
