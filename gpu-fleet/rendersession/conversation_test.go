@@ -9,7 +9,7 @@ import (
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/roomtest"
-	"avatarsvc/gpu-fleet/stt"
+	"avatarsvc/gpu-fleet/stttest"
 )
 
 // TestConversationInRealRoom: the avatar's own voice agent (provider
@@ -21,7 +21,7 @@ import (
 // recogniser's accuracy, and the avatar answers what it heard. When the
 // person talks over the answer, the avatar stops (barge-in).
 func TestConversationInRealRoom(t *testing.T) {
-	clips, err := stt.TestClips()
+	clips, err := stttest.Clips()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestConversationInRealRoom(t *testing.T) {
 		t.Fatalf("user transcripts: got %d interim and %d final (%q), want interims and >= 2 finals", interims, len(finals), finals)
 	}
 	ref := clips[0].Reference + " " + clips[1].Reference
-	wer := stt.WER(ref, strings.Join(finals, " "))
+	wer := stttest.WER(ref, strings.Join(finals, " "))
 	t.Logf("through the room (mic -> Opus -> decode -> STT): WER %.2f; heard %q", wer, finals)
 	if wer > 0.5 {
 		t.Errorf("word error rate through the room: got %.2f, want <= 0.5 (pocketsphinx reaches about 0.3 on these clips)", wer)

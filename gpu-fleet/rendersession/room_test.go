@@ -24,6 +24,7 @@ import (
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/shared/avatarimage"
+	lkapi "avatarsvc/shared/livekit"
 )
 
 const (
@@ -52,7 +53,7 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func joinViewer(t *testing.T, lk *localstack.LiveKit, roomName string, av *avatarimage.Prepared) *roomtest.Viewer {
 	t.Helper()
-	token, err := room.Token(lk.APIKey, lk.APISecret, roomName, "viewer", time.Hour)
+	token, err := lkapi.JoinToken(lk.APIKey, lk.APISecret, roomName, "viewer", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func (st *stack) start(t *testing.T, sessionID, roomName string, av *avatarimage
 func (st *stack) startTalking(t *testing.T, sessionID, roomName string, av *avatarimage.Prepared, rc room.Config, conv *conversation.Config) *rendersession.Session {
 	t.Helper()
 	if rc.Token == "" { // a test may bring the avatar's token
-		token, err := room.Token(st.lk.APIKey, st.lk.APISecret, roomName, room.AgentIdentity, time.Hour)
+		token, err := lkapi.JoinToken(st.lk.APIKey, st.lk.APISecret, roomName, room.AgentIdentity, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +330,7 @@ func TestSessionEndReasons(t *testing.T) {
 
 	t.Run("a second session with the same id is refused", func(t *testing.T) {
 		st.start(t, "sess_dup", "room-dup", av, room.Config{})
-		token, _ := room.Token(st.lk.APIKey, st.lk.APISecret, "room-dup2", room.AgentIdentity, time.Hour)
+		token, _ := lkapi.JoinToken(st.lk.APIKey, st.lk.APISecret, "room-dup2", room.AgentIdentity, time.Hour)
 		_, err := rendersession.Start(context.Background(), rendersession.Config{
 			SessionID: "sess_dup", Renderer: render.NewCPURenderer(av), Audio: st.audio,
 			Room: room.Config{URL: st.lk.URL, Token: token}, Logger: st.log,

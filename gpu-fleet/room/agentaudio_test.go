@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	lkapi "avatarsvc/shared/livekit"
 )
 
 func TestPublishOnBehalfIsReadFromTheAvatarsToken(t *testing.T) {
@@ -15,7 +17,7 @@ func TestPublishOnBehalfIsReadFromTheAvatarsToken(t *testing.T) {
 		}
 		return tok
 	}
-	plain, err := Token(key, secret, "room", AgentIdentity, time.Hour)
+	plain, err := lkapi.JoinToken(key, secret, "room", AgentIdentity, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"avatarsvc/gpu-fleet/netguard"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/scripts/localstack"
+	lkapi "avatarsvc/shared/livekit"
 )
 
 // The policy of these tests allows the room server's address, 127.0.0.1,
@@ -162,7 +163,7 @@ func TestRefusedICEServersAndCandidatesAreDropped(t *testing.T) {
 			tr := newTrap(t)
 			hostile := startHostileRelay(t, lk.URL, tr)
 			roomName := fmt.Sprintf("guard-%d", i)
-			token, err := room.Token(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Minute)
+			token, err := lkapi.JoinToken(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/livekit/protocol/auth"
 	"github.com/livekit/protocol/livekit"
 	protologger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
@@ -412,14 +411,4 @@ func (r *Room) others() int {
 		n++
 	}
 	return n
-}
-
-// Token mints a join token for identity in roomName, valid for ttl. The
-// command line and tests use it; in production the API mints tokens.
-func Token(apiKey, apiSecret, roomName, identity string, ttl time.Duration) (string, error) {
-	at := auth.NewAccessToken(apiKey, apiSecret)
-	at.SetVideoGrant(&auth.VideoGrant{RoomJoin: true, Room: roomName}).
-		SetIdentity(identity).
-		SetValidFor(ttl)
-	return at.ToJWT()
 }

@@ -10,14 +10,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"avatarsvc/gpu-fleet/stttest"
 )
 
 // chunk20ms is what a WebRTC track delivers at a time.
 const chunk20ms = SampleRate / 50
 
-func loadClips(t testing.TB) []Clip {
+func loadClips(t testing.TB) []stttest.Clip {
 	t.Helper()
-	clips, err := TestClips()
+	clips, err := stttest.Clips()
 	if err != nil {
 		t.Fatalf("%v (scripts/setup.sh installs pocketsphinx-testdata)", err)
 	}
@@ -47,7 +49,7 @@ func noise(n, peak int) []int16 {
 
 // stream lays the clips end to end, each after a second of silence, with a
 // second of silence at the end, and returns where each clip starts.
-func stream(clips []Clip) ([]int16, []time.Duration) {
+func stream(clips []stttest.Clip) ([]int16, []time.Duration) {
 	var pcm []int16
 	var starts []time.Duration
 	for _, c := range clips {
@@ -97,7 +99,7 @@ func TestTestClips(t *testing.T) {
 		if d < 2*time.Second || d > 10*time.Second {
 			t.Errorf("%s: got %v of audio, want 2 to 10 s", c.Name, d)
 		}
-		if n := len(Words(c.Reference)); n < 5 || strings.Contains(c.Reference, "<s>") {
+		if n := len(stttest.Words(c.Reference)); n < 5 || strings.Contains(c.Reference, "<s>") {
 			t.Errorf("%s: reference %q: want at least 5 words and no sentence markers", c.Name, c.Reference)
 		}
 	}
@@ -160,10 +162,10 @@ func TestStreamingClips(t *testing.T) {
 
 	var edits, words int
 	for i, c := range clips {
-		e, w := WordErrors(c.Reference, fin[i].Text)
+		e, w := stttest.WordErrors(c.Reference, fin[i].Text)
 		edits += e
 		words += w
-		t.Logf("%s: WER %.2f\n  ref: %s\n  hyp: %s", c.Name, WER(c.Reference, fin[i].Text), c.Reference, fin[i].Text)
+		t.Logf("%s: WER %.2f\n  ref: %s\n  hyp: %s", c.Name, stttest.WER(c.Reference, fin[i].Text), c.Reference, fin[i].Text)
 	}
 	wer := float64(edits) / float64(words)
 	t.Logf("WER over %d clips: %.3f (%d errors in %d words)", len(clips), wer, edits, words)
@@ -183,7 +185,7 @@ func TestChunkSizeDoesNotMatter(t *testing.T) {
 		t.Skip("recognizes minutes of speech; skipped under -short")
 	}
 	clips := loadClips(t)
-	pcm, _ := stream([]Clip{clips[1], clips[4]})
+	pcm, _ := stream([]stttest.Clip{clips[1], clips[4]})
 	ref := finals(writeAll(t, newRecognizer(t), pcm, chunk20ms))
 	if len(ref) != 2 {
 		t.Fatalf("finals with 20 ms chunks: got %+v, want 2", ref)
@@ -229,12 +231,12 @@ func TestFlushEndsPendingUtterance(t *testing.T) {
 	}
 	// Most of its words are in the reference (pocketsphinx gets some wrong).
 	inRef := 0
-	for _, w := range Words(res[0].Text) {
-		if slices.Contains(Words(clip.Reference), w) {
+	for _, w := range stttest.Words(res[0].Text) {
+		if slices.Contains(stttest.Words(clip.Reference), w) {
 			inRef++
 		}
 	}
-	if n := len(Words(res[0].Text)); n < 3 || float64(inRef) < 0.4*float64(n) {
+	if n := len(stttest.Words(res[0].Text)); n < 3 || float64(inRef) < 0.4*float64(n) {
 		t.Errorf("flushed final %q: want at least 3 words, 40%% of them in %q", res[0].Text, clip.Reference)
 	}
 	if r.InSpeech() {
@@ -295,10 +297,10 @@ func TestSpeechStartDetectedQuickly(t *testing.T) {
 		t.Skip("recognizes minutes of speech; skipped under -short")
 	}
 	clips := loadClips(t)
-	for _, c := range []Clip{clips[1], clips[3]} {
+	for _, c := range []stttest.Clip{clips[1], clips[3]} {
 		t.Run(c.Name, func(t *testing.T) {
 			r := newRecognizer(t)
-			pcm, starts := stream([]Clip{c})
+			pcm, starts := stream([]stttest.Clip{c})
 			var detected time.Duration
 			var results []Result
 			for i := 0; i < len(pcm); i += chunk20ms {

@@ -50,6 +50,7 @@ import (
 	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/livekit"
 	"avatarsvc/shared/reaper"
 )
 
@@ -239,7 +240,7 @@ type session struct {
 // livekit-server; the renderer's join token is for room.AgentIdentity.
 func newSession(t *testing.T, acct stacktest.Account, avatarValue, roomName string) session {
 	t.Helper()
-	tok, err := room.Token(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Hour)
+	tok, err := livekit.JoinToken(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func account(t *testing.T, userID string) domain.User {
 
 func viewerToken(t *testing.T, roomName, identity string) string {
 	t.Helper()
-	tok, err := room.Token(lk.APIKey, lk.APISecret, roomName, identity, time.Hour)
+	tok, err := livekit.JoinToken(lk.APIKey, lk.APISecret, roomName, identity, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +583,7 @@ func TestRoomURLNotAllowed(t *testing.T) {
 	stacktest.SkipShort(t)
 	startWorker(t, nil)
 	acct, _ := stack.NewAccount(context.Background(), "pro")
-	tok, err := room.Token(lk.APIKey, lk.APISecret, "elsewhere", room.AgentIdentity, time.Hour)
+	tok, err := livekit.JoinToken(lk.APIKey, lk.APISecret, "elsewhere", room.AgentIdentity, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/livekit"
 )
 
 const usage = `usage: admin [-local] COMMAND [flags]
@@ -135,7 +136,7 @@ func roomToken(local bool, args []string, getenv func(string) string, out io.Wri
 	if key == "" || secret == "" {
 		return errors.New("room-token: no LiveKit key and secret (use -local, or set LIVEKIT_API_KEY and LIVEKIT_API_SECRET)")
 	}
-	tok, err := room.Token(key, secret, *roomName, *identity, *ttl)
+	tok, err := livekit.JoinToken(key, secret, *roomName, *identity, *ttl)
 	if err != nil {
 		return err
 	}

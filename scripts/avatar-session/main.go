@@ -34,6 +34,7 @@ import (
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/shared/avatarimage"
+	"avatarsvc/shared/livekit"
 )
 
 type options struct {
@@ -134,7 +135,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	token := o.token
 	if token == "" {
-		if token, err = room.Token(o.apiKey, o.apiSecret, o.room, room.AgentIdentity, 24*time.Hour); err != nil {
+		if token, err = livekit.JoinToken(o.apiKey, o.apiSecret, o.room, room.AgentIdentity, 24*time.Hour); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/shared/avatarimage"
+	"avatarsvc/shared/livekit"
 )
 
 // Rig is a local livekit-server and one ws_uri listener, as a worker has.
@@ -69,7 +70,7 @@ func (r *Rig) Close() {
 // "tok", with conv as its own conversation (nil for none). Stop it with
 // Stop and Wait.
 func (r *Rig) Session(ctx context.Context, id, roomName string, av *avatarimage.Prepared, conv *conversation.Config) (*rendersession.Session, error) {
-	token, err := room.Token(r.LiveKit.APIKey, r.LiveKit.APISecret, roomName, room.AgentIdentity, time.Hour)
+	token, err := livekit.JoinToken(r.LiveKit.APIKey, r.LiveKit.APISecret, roomName, room.AgentIdentity, time.Hour)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +85,7 @@ func (r *Rig) Session(ctx context.Context, id, roomName string, av *avatarimage.
 // avatar's video start.
 func (r *Rig) Viewer(t roomtest.T, roomName, identity string, av *avatarimage.Prepared) *roomtest.Viewer {
 	t.Helper()
-	token, err := room.Token(r.LiveKit.APIKey, r.LiveKit.APISecret, roomName, identity, time.Hour)
+	token, err := livekit.JoinToken(r.LiveKit.APIKey, r.LiveKit.APISecret, roomName, identity, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

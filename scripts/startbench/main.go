@@ -37,6 +37,7 @@ import (
 	"avatarsvc/scripts/stacktest"
 	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/livekit"
 )
 
 func main() {
@@ -125,11 +126,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // once runs one session: viewer in the room, create, start, measure, end.
 func once(ctx context.Context, stack *stacktest.Stack, lk *localstack.LiveKit, acct stacktest.Account, dataURI string, prepared *avatarimage.Prepared, roomName string) (toURI, toFrame time.Duration, err error) {
-	rendererTok, err := room.Token(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Hour)
+	rendererTok, err := livekit.JoinToken(lk.APIKey, lk.APISecret, roomName, room.AgentIdentity, time.Hour)
 	if err != nil {
 		return 0, 0, err
 	}
-	viewerTok, err := room.Token(lk.APIKey, lk.APISecret, roomName, "viewer", time.Hour)
+	viewerTok, err := livekit.JoinToken(lk.APIKey, lk.APISecret, roomName, "viewer", time.Hour)
 	if err != nil {
 		return 0, 0, err
 	}

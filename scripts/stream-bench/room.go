@@ -28,6 +28,7 @@ import (
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/gpu-fleet/room"
+	"avatarsvc/shared/livekit"
 )
 
 // roomConfig is how children reach the parent's livekit-server.
@@ -40,7 +41,7 @@ func (rc roomConfig) args() []string {
 }
 
 func (rc roomConfig) token(i int, identity string) (string, error) {
-	return room.Token(rc.Key, rc.Secret, fmt.Sprintf("%s-%d", rc.Prefix, i), identity, time.Hour)
+	return livekit.JoinToken(rc.Key, rc.Secret, fmt.Sprintf("%s-%d", rc.Prefix, i), identity, time.Hour)
 }
 
 // startSubscribers runs the subscriber child for n rooms and returns a stop.

@@ -33,6 +33,7 @@ import (
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/gpu-fleet/stt"
+	"avatarsvc/gpu-fleet/stttest"
 	"avatarsvc/scripts/benchrig"
 	"avatarsvc/scripts/benchtable"
 )
@@ -54,7 +55,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	clips, err := stt.TestClips()
+	clips, err := stttest.Clips()
 	if err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-func directWER(clips []stt.Clip) (float64, error) {
+func directWER(clips []stttest.Clip) (float64, error) {
 	edits, words := 0, 0
 	for _, c := range clips {
 		rec, err := stt.New(stt.Config{})
@@ -111,7 +112,7 @@ func directWER(clips []stt.Clip) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		e, w := stt.WordErrors(c.Reference, strings.Join(appendFinals(finals, rs), " "))
+		e, w := stttest.WordErrors(c.Reference, strings.Join(appendFinals(finals, rs), " "))
 		edits, words = edits+e, words+w
 	}
 	return float64(edits) / float64(words), nil
@@ -135,7 +136,7 @@ type roomResult struct {
 
 // playThrough runs one session in roomName, plays the clips as a person's
 // microphone and measures.
-func playThrough(ctx context.Context, lab *benchrig.Rig, roomName string, clips []stt.Clip, rounds int, talk bool) (roomResult, error) {
+func playThrough(ctx context.Context, lab *benchrig.Rig, roomName string, clips []stttest.Clip, rounds int, talk bool) (roomResult, error) {
 	av := roomtest.Face(roomtest.PanicT{}, render.Square)
 	viewer := lab.Viewer(roomtest.PanicT{}, roomName, "person", av)
 	defer viewer.Room.Disconnect()
@@ -171,7 +172,7 @@ func playThrough(ctx context.Context, lab *benchrig.Rig, roomName string, clips 
 						heard = append(heard, cp.Text)
 					}
 				}
-				e, w := stt.WordErrors(c.Reference, strings.Join(heard, " "))
+				e, w := stttest.WordErrors(c.Reference, strings.Join(heard, " "))
 				edits, words = edits+e, words+w
 			}
 			fmt.Fprintf(os.Stderr, "talk-bench: %s round %d %s\n", roomName, r+1, c.Name)

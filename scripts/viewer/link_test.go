@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"avatarsvc/gpu-fleet/audio"
-	"avatarsvc/gpu-fleet/stt"
+	"avatarsvc/gpu-fleet/stttest"
 	"avatarsvc/gpu-fleet/worker"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/stacktest"
@@ -173,7 +173,7 @@ func checkLink(t *testing.T, ctx context.Context, root, url, mode, shot string, 
 // then silence for the second answer.
 func micFile(t *testing.T) string {
 	t.Helper()
-	clips, err := stt.TestClips()
+	clips, err := stttest.Clips()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"avatarsvc/gpu-fleet/roomtest"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/scripts/viewer"
+	"avatarsvc/shared/livekit"
 )
 
 // TestViewerInChromium publishes a real avatar session into a real
@@ -38,7 +39,7 @@ func TestViewerInChromium(t *testing.T) {
 	defer cancel()
 
 	av := roomtest.Face(t, render.Square)
-	rendererToken, err := room.Token(lk.APIKey, lk.APISecret, "viewer-test", room.AgentIdentity, time.Hour)
+	rendererToken, err := livekit.JoinToken(lk.APIKey, lk.APISecret, "viewer-test", room.AgentIdentity, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestViewerInChromium(t *testing.T) {
 	}
 	srv := httptest.NewServer(viewer.Handler(dir))
 	defer srv.Close()
-	viewerToken, err := room.Token(lk.APIKey, lk.APISecret, "viewer-test", "viewer", time.Hour)
+	viewerToken, err := livekit.JoinToken(lk.APIKey, lk.APISecret, "viewer-test", "viewer", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package stt
+// Package stttest is test support for speech recognition: the LibriVox
+// clips with their reference transcripts, and word error rate. Tests and
+// benchmarks of every audio path use it; no product code does.
+package stttest
 
 import (
 	"bufio"
@@ -16,6 +19,10 @@ import (
 // speaker, 16 kHz mono WAV, 25 s in all.
 const TestDataDir = "/usr/share/pocketsphinx/test/data/librivox"
 
+// sampleRate is the recognizer's (stt.SampleRate; this package cannot
+// import stt, whose own tests use it).
+const sampleRate = 16000
+
 // Clip is a recording with its reference transcript.
 type Clip struct {
 	Name      string
@@ -23,14 +30,14 @@ type Clip struct {
 	Reference string  // lower case words
 }
 
-// TestClips loads the LibriVox clips of pocketsphinx-testdata, for tests and
+// Clips loads the LibriVox clips of pocketsphinx-testdata, for tests and
 // benchmarks of recognition accuracy (here and through other audio paths:
 // compare a transcript with Reference using WER). pocketsphinx 0.8 with the
 // default models gets about 30% of their words wrong (TestStreamingClips).
-func TestClips() ([]Clip, error) {
+func Clips() ([]Clip, error) {
 	f, err := os.Open(filepath.Join(TestDataDir, "transcription"))
 	if err != nil {
-		return nil, fmt.Errorf("stt: test clips missing (install Debian's pocketsphinx-testdata): %w", err)
+		return nil, fmt.Errorf("stttest: test clips missing (install Debian's pocketsphinx-testdata): %w", err)
 	}
 	defer f.Close()
 	var clips []Clip
@@ -70,15 +77,15 @@ func TestClips() ([]Clip, error) {
 func readClip(path string) ([]int16, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("stt: test clip missing (install Debian's pocketsphinx-testdata): %w", err)
+		return nil, fmt.Errorf("stttest: test clip missing (install Debian's pocketsphinx-testdata): %w", err)
 	}
 	defer f.Close()
 	pcm, rate, err := audio.ReadWAV(bufio.NewReader(f))
 	if err != nil {
-		return nil, fmt.Errorf("stt: %s: %w", path, err)
+		return nil, fmt.Errorf("stttest: %s: %w", path, err)
 	}
-	if rate != SampleRate {
-		pcm = audio.Resample(pcm, rate, SampleRate)
+	if rate != sampleRate {
+		pcm = audio.Resample(pcm, rate, sampleRate)
 	}
 	return pcm, nil
 }

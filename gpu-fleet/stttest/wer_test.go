@@ -1,4 +1,4 @@
-package stt
+package stttest
 
 import (
 	"math"
