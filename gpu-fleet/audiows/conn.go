@@ -8,13 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/playout"
+	"avatarsvc/gpu-fleet/wsconn"
 )
 
 // commonRates are the input sample rates agent.speak accepts.
@@ -28,27 +28,13 @@ var commonRates = map[int]bool{
 // once could reset the connection while the client still reads our error.
 const closeGrace = time.Second
 
-type outMsg struct {
-	data []byte
-}
-
-// conn is one client connection: the handler goroutine reads, writeLoop
-// writes. Everything written goes through the bounded out queue.
+// conn is one client connection: the handler goroutine reads; out (a
+// gpu-fleet/wsconn writer) writes everything, from a bounded queue.
 type conn struct {
 	ws     *websocket.Conn
+	out    *wsconn.Conn
 	limits Limits
 	log    *slog.Logger
-
-	out        chan outMsg
-	closing    chan struct{} // closed once the connection is going away
-	readerDone chan struct{}
-	writerDone chan struct{}
-
-	mu        sync.Mutex
-	closeOnce sync.Once
-	closeCode int
-	closeText string
-	abort     bool // drop the connection without flushing (slow client)
 
 	// reader-goroutine state
 	resampler *audio.Resampler
@@ -92,22 +78,22 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader already answered with an HTTP error
 	}
 	c := &conn{
-		ws:         ws,
-		limits:     s.limits,
-		log:        s.log.With("session_id", pathID, "remote", r.RemoteAddr),
-		out:        make(chan outMsg, s.limits.SendQueue),
-		closing:    make(chan struct{}),
-		readerDone: make(chan struct{}),
-		writerDone: make(chan struct{}),
+		ws:     ws,
+		limits: s.limits,
+		log:    s.log.With("session_id", pathID, "remote", r.RemoteAddr),
+		out: wsconn.Start(ws, wsconn.Options{
+			Queue: s.limits.SendQueue, WriteTimeout: s.limits.WriteTimeout,
+			PingInterval: s.limits.PingInterval, CloseGrace: closeGrace,
+			FlushOnClose: true, // a refused client gets its error before the close
+		}),
 	}
 	// Until session.init proves the client holds a token, read only a few
 	// KB; gorilla closes with 1009 past that.
 	ws.SetReadLimit(s.limits.InitMessageBytes)
-	go c.writeLoop()
 	defer func() {
-		close(c.readerDone)
+		c.out.ReaderDone()
 		c.closeWith(websocket.CloseNormalClosure, "")
-		<-c.writerDone
+		<-c.out.WriterDone()
 	}()
 
 	ep := c.handshake(s, pathID)
@@ -346,38 +332,21 @@ func (c *conn) sendJSON(v any) {
 		c.log.Error("encode message", "err", err)
 		return
 	}
-	select {
-	case <-c.closing:
-		return
-	default:
-	}
-	select {
-	case c.out <- outMsg{data: data}:
-	default:
+	if errors.Is(c.out.TrySend(data), wsconn.ErrQueueFull) {
 		// Never block the session's frame clock or grow memory for a
 		// client that does not read.
-		c.log.Warn("client too slow to read its messages, disconnecting", "queued", len(c.out))
-		c.mu.Lock()
-		c.abort = true
-		c.mu.Unlock()
-		c.closeWith(websocket.CloseTryAgainLater, "client too slow")
+		c.log.Warn("client too slow to read its messages, disconnecting", "queued", c.limits.SendQueue)
+		c.out.Abort()
 	}
 }
 
 // closeWith asks the writer to flush what is queued, send a close frame with
 // code and text, and drop the connection. Only the first call counts.
-func (c *conn) closeWith(code int, text string) {
-	c.closeOnce.Do(func() {
-		c.mu.Lock()
-		c.closeCode, c.closeText = code, text
-		c.mu.Unlock()
-		close(c.closing)
-	})
-}
+func (c *conn) closeWith(code int, text string) { c.out.Close(code, text) }
 
 func (c *conn) isClosing() bool {
 	select {
-	case <-c.closing:
+	case <-c.out.Closing():
 		return true
 	default:
 		return false
@@ -393,65 +362,4 @@ func (c *conn) discardUntilClosed() {
 			return
 		}
 	}
-}
-
-func (c *conn) writeLoop() {
-	defer close(c.writerDone)
-	ping := time.NewTicker(c.limits.PingInterval)
-	defer ping.Stop()
-	for {
-		select {
-		case m := <-c.out:
-			if err := c.write(m); err != nil {
-				c.closeWith(websocket.CloseAbnormalClosure, "")
-				c.ws.Close()
-				return
-			}
-		case <-ping.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.limits.WriteTimeout)); err != nil {
-				c.closeWith(websocket.CloseAbnormalClosure, "")
-				c.ws.Close()
-				return
-			}
-		case <-c.closing:
-			c.finishWriting()
-			return
-		}
-	}
-}
-
-func (c *conn) write(m outMsg) error {
-	c.ws.SetWriteDeadline(time.Now().Add(c.limits.WriteTimeout))
-	return c.ws.WriteMessage(websocket.TextMessage, m.data)
-}
-
-func (c *conn) finishWriting() {
-	c.mu.Lock()
-	abort, code, text := c.abort, c.closeCode, c.closeText
-	c.mu.Unlock()
-	if abort {
-		c.ws.Close()
-		return
-	}
-	for flushing := true; flushing; {
-		select {
-		case m := <-c.out:
-			if c.write(m) != nil {
-				c.ws.Close()
-				return
-			}
-		default:
-			flushing = false
-		}
-	}
-	if code != websocket.CloseAbnormalClosure {
-		msg := websocket.FormatCloseMessage(code, text)
-		if c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(c.limits.WriteTimeout)) == nil {
-			select {
-			case <-c.readerDone:
-			case <-time.After(closeGrace):
-			}
-		}
-	}
-	c.ws.Close()
 }

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"avatarsvc/gpu-fleet/elevenlabs"
+	"avatarsvc/gpu-fleet/remoteagent"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/stt"
 	"avatarsvc/gpu-fleet/tts"
@@ -71,7 +71,7 @@ type Brain interface {
 // stops the avatar and its transcripts become captions.
 type Remote interface {
 	SendUserAudio(pcm []int16) error
-	Events() <-chan elevenlabs.Event
+	Events() <-chan remoteagent.Event
 	Close() error
 }
 
@@ -215,7 +215,7 @@ func (c *Conversation) run() {
 	var greet, agentLate <-chan time.Time
 	redispatched := 0
 	joined := c.joined
-	var remote <-chan elevenlabs.Event
+	var remote <-chan remoteagent.Event
 	if c.cfg.Remote != nil {
 		remote = c.cfg.Remote.Events()
 	}
@@ -318,23 +318,23 @@ func (c *Conversation) hear(a micAudio) {
 
 // fromRemote applies one event of the remote agent; it reports whether the
 // event was speech (which keeps the avatar's utterance open).
-func (c *Conversation) fromRemote(ev elevenlabs.Event) bool {
+func (c *Conversation) fromRemote(ev remoteagent.Event) bool {
 	switch ev.Kind {
-	case elevenlabs.AgentAudio:
+	case remoteagent.AgentAudio:
 		if _, err := c.cfg.Speaker.Push(ev.PCM, time.Now()); err != nil {
 			c.log.Warn("remote agent audio", "err", err)
 		}
 		return true
-	case elevenlabs.Interruption:
+	case remoteagent.Interruption:
 		c.cfg.Speaker.Interrupt()
-	case elevenlabs.AgentResponse:
+	case remoteagent.AgentResponse:
 		if track := c.cfg.Captions.AudioTrackSID(); track != "" {
 			c.avatarSeg++
 			c.cfg.Captions.Caption(room.Caption{TrackSID: track, SegmentID: fmt.Sprintf("avatar-%d", c.avatarSeg), Text: ev.Text, Final: true})
 		}
-	case elevenlabs.TentativeUserTranscript, elevenlabs.UserTranscript:
+	case remoteagent.TentativeUserTranscript, remoteagent.UserTranscript:
 		if c.cfg.Transcribe && c.track != "" {
-			final := ev.Kind == elevenlabs.UserTranscript
+			final := ev.Kind == remoteagent.UserTranscript
 			c.cfg.Captions.Caption(room.Caption{TrackSID: c.track, SegmentID: fmt.Sprintf("%s-remote-%d", c.track, c.userSeg), Text: ev.Text, Final: final})
 			if final {
 				c.userSeg++

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"avatarsvc/gpu-fleet/elevenlabs"
+	"avatarsvc/gpu-fleet/remoteagent"
 	"avatarsvc/gpu-fleet/room"
 )
 
@@ -47,7 +47,7 @@ func (r *recorder) snapshot() ([]string, []room.Caption, int) {
 
 // fakeRemote replays a remote agent's events and counts the audio sent up.
 type fakeRemote struct {
-	events chan elevenlabs.Event
+	events chan remoteagent.Event
 	rec    *recorder
 	closed chan struct{}
 }
@@ -58,8 +58,8 @@ func (f *fakeRemote) SendUserAudio(pcm []int16) error {
 	f.rec.mu.Unlock()
 	return nil
 }
-func (f *fakeRemote) Events() <-chan elevenlabs.Event { return f.events }
-func (f *fakeRemote) Close() error                    { close(f.closed); return nil }
+func (f *fakeRemote) Events() <-chan remoteagent.Event { return f.events }
+func (f *fakeRemote) Close() error                     { close(f.closed); return nil }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -78,7 +78,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // and the person's audio goes up.
 func TestRemoteAgent(t *testing.T) {
 	rec := &recorder{}
-	remote := &fakeRemote{events: make(chan elevenlabs.Event, 16), rec: rec, closed: make(chan struct{})}
+	remote := &fakeRemote{events: make(chan remoteagent.Event, 16), rec: rec, closed: make(chan struct{})}
 	c, err := Start(Config{Transcribe: true, Remote: remote, Speaker: rec, Captions: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -87,13 +87,13 @@ func TestRemoteAgent(t *testing.T) {
 	c.UserAudio("guest", "TR_mic", make([]int16, 320))
 	waitUntil(t, "the person's audio to go up", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return rec.sent == 320 })
 
-	remote.events <- elevenlabs.Event{Kind: elevenlabs.AgentResponse, Text: "Hi there"}
-	remote.events <- elevenlabs.Event{Kind: elevenlabs.AgentAudio, PCM: make([]int16, 1600)}
-	remote.events <- elevenlabs.Event{Kind: elevenlabs.AgentAudio, PCM: make([]int16, 1600)}
+	remote.events <- remoteagent.Event{Kind: remoteagent.AgentResponse, Text: "Hi there"}
+	remote.events <- remoteagent.Event{Kind: remoteagent.AgentAudio, PCM: make([]int16, 1600)}
+	remote.events <- remoteagent.Event{Kind: remoteagent.AgentAudio, PCM: make([]int16, 1600)}
 	waitUntil(t, "the utterance to end", func() bool { calls, _, _ := rec.snapshot(); return slices.Contains(calls, "end") })
-	remote.events <- elevenlabs.Event{Kind: elevenlabs.Interruption, EventID: 3}
-	remote.events <- elevenlabs.Event{Kind: elevenlabs.TentativeUserTranscript, Text: "how are"}
-	remote.events <- elevenlabs.Event{Kind: elevenlabs.UserTranscript, Text: "how are you"}
+	remote.events <- remoteagent.Event{Kind: remoteagent.Interruption, EventID: 3}
+	remote.events <- remoteagent.Event{Kind: remoteagent.TentativeUserTranscript, Text: "how are"}
+	remote.events <- remoteagent.Event{Kind: remoteagent.UserTranscript, Text: "how are you"}
 	waitUntil(t, "the captions", func() bool { _, cs, _ := rec.snapshot(); return len(cs) == 3 })
 
 	calls, caps, pushed := rec.snapshot()

@@ -1,6 +1,7 @@
 package elevenlabs
 
 import (
+	"avatarsvc/gpu-fleet/remoteagent"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -400,7 +401,7 @@ func TestAgentAudioIsDecodedTo16kHz(t *testing.T) {
 			var got []int16
 			lastID := 0
 			for _, ev := range evs[:len(evs)-1] {
-				if ev.Kind != AgentAudio {
+				if ev.Kind != remoteagent.AgentAudio {
 					t.Fatalf("event %+v: got kind %v, want AgentAudio", ev, ev.Kind)
 				}
 				if ev.EventID <= lastID {
@@ -429,7 +430,7 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 	tests := []struct {
 		name        string
 		send        func(p *peer)
-		want        []Event
+		want        []remoteagent.Event
 		wantDropped int
 	}{
 		{
@@ -442,11 +443,11 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 				p.send(audioMessage(t, 1, audio.EncodePCM16(stale)))
 				p.send(audioMessage(t, 3, audio.EncodePCM16(fresh)))
 			},
-			want: []Event{
-				{Kind: AgentAudio, PCM: a, EventID: 1},
-				{Kind: AgentAudio, PCM: b, EventID: 2},
-				{Kind: Interruption, EventID: 2},
-				{Kind: AgentAudio, PCM: fresh, EventID: 3},
+			want: []remoteagent.Event{
+				{Kind: remoteagent.AgentAudio, PCM: a, EventID: 1},
+				{Kind: remoteagent.AgentAudio, PCM: b, EventID: 2},
+				{Kind: remoteagent.Interruption, EventID: 2},
+				{Kind: remoteagent.AgentAudio, PCM: fresh, EventID: 3},
 			},
 			wantDropped: 2,
 		},
@@ -458,10 +459,10 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 				p.send(audioMessage(t, 119, audio.EncodePCM16(stale)))
 				p.send(audioMessage(t, 120, audio.EncodePCM16(fresh)))
 			},
-			want: []Event{
-				{Kind: AgentAudio, PCM: a, EventID: 118},
-				{Kind: Interruption, EventID: 119},
-				{Kind: AgentAudio, PCM: fresh, EventID: 120},
+			want: []remoteagent.Event{
+				{Kind: remoteagent.AgentAudio, PCM: a, EventID: 118},
+				{Kind: remoteagent.Interruption, EventID: 119},
+				{Kind: remoteagent.AgentAudio, PCM: fresh, EventID: 120},
 			},
 			wantDropped: 1,
 		},
@@ -473,10 +474,10 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 				p.send(audioMessage(t, 8, audio.EncodePCM16(stale)))
 				p.send(audioMessage(t, 11, audio.EncodePCM16(fresh)))
 			},
-			want: []Event{
-				{Kind: Interruption, EventID: 10},
-				{Kind: Interruption, EventID: 5},
-				{Kind: AgentAudio, PCM: fresh, EventID: 11},
+			want: []remoteagent.Event{
+				{Kind: remoteagent.Interruption, EventID: 10},
+				{Kind: remoteagent.Interruption, EventID: 5},
+				{Kind: remoteagent.AgentAudio, PCM: fresh, EventID: 11},
 			},
 			wantDropped: 1,
 		},
@@ -485,7 +486,7 @@ func TestInterruptionDropsStaleAudio(t *testing.T) {
 			send: func(p *peer) {
 				p.send(audioMessage(t, 0, audio.EncodePCM16(a)))
 			},
-			want: []Event{{Kind: AgentAudio, PCM: a, EventID: 0}},
+			want: []remoteagent.Event{{Kind: remoteagent.AgentAudio, PCM: a, EventID: 0}},
 		},
 	}
 	for _, tt := range tests {
@@ -525,9 +526,9 @@ func TestInterruptionDiscardsResamplerTail(t *testing.T) {
 	seenInterruption := false
 	for _, ev := range evs {
 		switch {
-		case ev.Kind == Interruption:
+		case ev.Kind == remoteagent.Interruption:
 			seenInterruption = true
-		case ev.Kind == AgentAudio && seenInterruption:
+		case ev.Kind == remoteagent.AgentAudio && seenInterruption:
 			after = append(after, ev.PCM...)
 		}
 	}
@@ -557,12 +558,12 @@ func TestTextEventsAndIgnoredMessages(t *testing.T) {
 	}}).start()
 	conv := f.dial(t, nil)
 	evs := collectUntil(t, conv, isEndMarker)
-	want := []Event{
-		{Kind: TentativeUserTranscript, Text: "I need help with", EventID: 3},
-		{Kind: UserTranscript, Text: "Hello, how can you help me today?"},
-		{Kind: AgentResponse, Text: "Hello, how can I assist you today?", EventID: 4},
-		{Kind: AgentResponseCorrection, Text: "Let me tell you about..."},
-		{Kind: AgentResponse, Text: endMarkerText},
+	want := []remoteagent.Event{
+		{Kind: remoteagent.TentativeUserTranscript, Text: "I need help with", EventID: 3},
+		{Kind: remoteagent.UserTranscript, Text: "Hello, how can you help me today?"},
+		{Kind: remoteagent.AgentResponse, Text: "Hello, how can I assist you today?", EventID: 4},
+		{Kind: remoteagent.AgentResponseCorrection, Text: "Let me tell you about..."},
+		{Kind: remoteagent.AgentResponse, Text: endMarkerText},
 	}
 	if !reflect.DeepEqual(evs, want) {
 		t.Errorf("events:\n got %+v\nwant %+v", evs, want)
@@ -864,7 +865,7 @@ func TestServerEndsConversation(t *testing.T) {
 			conv := f.dial(t, nil)
 
 			// Events delivered before the end still arrive, then the channel closes.
-			var kinds []EventKind
+			var kinds []remoteagent.EventKind
 			for {
 				ev, ok := next(t, conv)
 				if !ok {
@@ -872,7 +873,7 @@ func TestServerEndsConversation(t *testing.T) {
 				}
 				kinds = append(kinds, ev.Kind)
 			}
-			if want := []EventKind{AgentResponse}; !reflect.DeepEqual(kinds, want) {
+			if want := []remoteagent.EventKind{remoteagent.AgentResponse}; !reflect.DeepEqual(kinds, want) {
 				t.Errorf("events: got %v, want %v", kinds, want)
 			}
 			err := conv.Err()

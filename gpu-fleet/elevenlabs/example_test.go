@@ -1,6 +1,7 @@
 package elevenlabs_test
 
 import (
+	"avatarsvc/gpu-fleet/remoteagent"
 	"context"
 	"errors"
 	"log"
@@ -33,11 +34,11 @@ func Example() {
 
 	for ev := range conv.Events() {
 		switch ev.Kind {
-		case elevenlabs.AgentAudio:
+		case remoteagent.AgentAudio:
 			_ = ev.PCM // 16 kHz mono: hand to the renderer's playout buffer
-		case elevenlabs.Interruption:
+		case remoteagent.Interruption:
 			// flush audio queued for playout
-		case elevenlabs.UserTranscript, elevenlabs.AgentResponse:
+		case remoteagent.UserTranscript, remoteagent.AgentResponse:
 			log.Printf("%v: %s", ev.Kind, ev.Text)
 		}
 	}

@@ -1,6 +1,7 @@
 package elevenlabs
 
 import (
+	"avatarsvc/gpu-fleet/remoteagent"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -345,22 +346,22 @@ func (f *fakeAgent) dial(t testing.TB, mutate func(*Config)) *Conversation {
 }
 
 // next returns the next event; the timeout only guards against a hung test.
-func next(t testing.TB, conv *Conversation) (Event, bool) {
+func next(t testing.TB, conv *Conversation) (remoteagent.Event, bool) {
 	t.Helper()
 	select {
 	case ev, ok := <-conv.Events():
 		return ev, ok
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event within 10 s")
-		return Event{}, false
+		return remoteagent.Event{}, false
 	}
 }
 
 // collectUntil reads events up to and including the first one stop
 // accepts (or until Events closes).
-func collectUntil(t testing.TB, conv *Conversation, stop func(Event) bool) []Event {
+func collectUntil(t testing.TB, conv *Conversation, stop func(remoteagent.Event) bool) []remoteagent.Event {
 	t.Helper()
-	var evs []Event
+	var evs []remoteagent.Event
 	for {
 		ev, ok := next(t, conv)
 		if !ok {
@@ -381,7 +382,9 @@ func endMarker(t testing.TB) map[string]any {
 	return set(loadMessage(t, "agent_response"), "agent_response_event.agent_response", endMarkerText)
 }
 
-func isEndMarker(ev Event) bool { return ev.Kind == AgentResponse && ev.Text == endMarkerText }
+func isEndMarker(ev remoteagent.Event) bool {
+	return ev.Kind == remoteagent.AgentResponse && ev.Text == endMarkerText
+}
 
 func waitFor[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()

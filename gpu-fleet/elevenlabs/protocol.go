@@ -77,14 +77,9 @@ type serverMessage struct {
 		UserInputAudioFormat   string `json:"user_input_audio_format"`
 	} `json:"conversation_initiation_metadata_event"`
 
-	Audio *struct {
-		AudioBase64 string `json:"audio_base_64"`
-		EventID     int    `json:"event_id"`
-	} `json:"audio_event"`
+	Audio *audioEvent `json:"audio_event"`
 
-	Interruption *struct {
-		EventID int `json:"event_id"`
-	} `json:"interruption_event"`
+	Interruption *eventRef `json:"interruption_event"`
 
 	AgentResponse *struct {
 		AgentResponse string `json:"agent_response"`
@@ -107,17 +102,30 @@ type serverMessage struct {
 		EventID        int    `json:"event_id"`
 	} `json:"tentative_user_transcription_event"`
 
-	Ping *struct {
-		EventID json.Number `json:"event_id"`
-		PingMS  *float64    `json:"ping_ms"`
-	} `json:"ping_event"`
+	Ping *pingEvent `json:"ping_event"`
 
-	ClientToolCall *struct {
-		ToolName   string `json:"tool_name"`
-		ToolCallID string `json:"tool_call_id"`
-	} `json:"client_tool_call"`
+	ClientToolCall *clientToolCall `json:"client_tool_call"`
 
 	Error *ServerError `json:"error_event"`
+}
+
+type audioEvent struct {
+	AudioBase64 string `json:"audio_base_64"`
+	EventID     int    `json:"event_id"`
+}
+
+type eventRef struct {
+	EventID int `json:"event_id"`
+}
+
+type pingEvent struct {
+	EventID json.Number `json:"event_id"`
+	PingMS  *float64    `json:"ping_ms"`
+}
+
+type clientToolCall struct {
+	ToolName   string `json:"tool_name"`
+	ToolCallID string `json:"tool_call_id"`
 }
 
 // ServerError is the payload of the server's "error" message, which the
