@@ -87,7 +87,7 @@ func TestOnlyTheFollowedAgentDrivesTheAvatar(t *testing.T) {
 	av := prepareAvatar(t, render.Square)
 	const roomName, followed = "room-guard", "voice-agent"
 	viewer := joinViewer(t, st.lk, roomName, av)
-	avatarToken, err := room.AgentToken(st.lk.APIKey, st.lk.APISecret, roomName, room.AgentIdentity,
+	avatarToken, err := livekit.AgentToken(st.lk.APIKey, st.lk.APISecret, roomName, room.AgentIdentity,
 		map[string]string{room.PublishOnBehalfAttribute: followed}, time.Hour)
 	if err != nil {
 		t.Fatal(err)

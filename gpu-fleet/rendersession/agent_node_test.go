@@ -13,6 +13,7 @@ import (
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/gpu-fleet/testfiles"
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/shared/livekit"
 )
 
 // runNodeAgent runs scripts/agent/avatar-agent.mjs, a voice agent's audio
@@ -23,7 +24,7 @@ func runNodeAgent(t *testing.T, st *stack, roomName, identity, mode string, out 
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := room.AgentToken(st.lk.APIKey, st.lk.APISecret, roomName, identity, nil, time.Hour)
+	token, err := livekit.AgentToken(st.lk.APIKey, st.lk.APISecret, roomName, identity, nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"avatarsvc/gpu-fleet/audio"
 	"avatarsvc/gpu-fleet/render"
 	"avatarsvc/gpu-fleet/room"
+	"avatarsvc/shared/livekit"
 )
 
 // playbackEvent is one lk.playback_finished the avatar sent the agent.
@@ -41,7 +42,7 @@ func joinAgent(t *testing.T, st *stack, roomName string) *goAgent {
 // dispatch makes one) called identity.
 func joinAgentAs(t *testing.T, st *stack, roomName, identity string) *goAgent {
 	t.Helper()
-	token, err := room.AgentToken(st.lk.APIKey, st.lk.APISecret, roomName, identity, nil, time.Hour)
+	token, err := livekit.AgentToken(st.lk.APIKey, st.lk.APISecret, roomName, identity, nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v3/jwt"
-	"github.com/livekit/protocol/auth"
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
@@ -313,22 +312,4 @@ func publishOnBehalf(token string) string {
 		return ""
 	}
 	return c.Attributes[PublishOnBehalfAttribute]
-}
-
-// AgentToken mints a join token of participant kind agent, as a voice
-// agent has (LiveKit's dispatch gives one) and as a voice agent mints for
-// its avatar; attrs become the participant's attributes (for an avatar,
-// lk.publish_on_behalf). Tests and commands use it.
-func AgentToken(apiKey, apiSecret, roomName, identity string, attrs map[string]string, ttl time.Duration) (string, error) {
-	at := auth.NewAccessToken(apiKey, apiSecret)
-	at.SetVideoGrant(&auth.VideoGrant{RoomJoin: true, Room: roomName}).
-		SetIdentity(identity).
-		SetKind(livekit.ParticipantInfo_AGENT).
-		SetAttributes(attrs).
-		SetValidFor(ttl)
-	tok, err := at.ToJWT()
-	if err != nil {
-		return "", fmt.Errorf("room: agent token: %w", err)
-	}
-	return tok, nil
 }

@@ -11,7 +11,7 @@ import (
 func TestPublishOnBehalfIsReadFromTheAvatarsToken(t *testing.T) {
 	const key, secret = "devkey", "a-secret-of-at-least-32-characters!!"
 	mint := func(attrs map[string]string) string {
-		tok, err := AgentToken(key, secret, "room", AgentIdentity, attrs, time.Hour)
+		tok, err := lkapi.AgentToken(key, secret, "room", AgentIdentity, attrs, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -129,6 +129,59 @@ type Room struct {
 // Join connects to the room, publishes the avatar's tracks and starts
 // watching who is present. The caller must call Leave.
 func Join(ctx context.Context, cfg Config) (*Room, error) {
+	r, err := newRoom(cfg)
+	if err != nil {
+		return nil, err
+	}
+	lk := lksdk.NewRoom(r.callbacks())
+	lk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(r.log.Handler())))
+	if a := r.cfg.AgentAudio; a != nil {
+		// Registered before joining: an agent may start as soon as it sees
+		// the avatar's video. Only the agent the session follows is heard
+		// (agentaudio.go).
+		if err := registerAgentAudio(lk, a, r.cfg.Token, r.log); err != nil {
+			return nil, fmt.Errorf("room: agent audio: %w", err)
+		}
+	}
+	joinURL := r.cfg.URL
+	if r.cfg.Guard != nil {
+		relay, err := startSignalRelay(r.cfg.URL, r.cfg.Guard, r.log)
+		if err != nil {
+			return nil, fmt.Errorf("room: %w", err)
+		}
+		r.relay, joinURL = relay, relay.URL()
+	}
+	joinedOK := false
+	defer func() {
+		if !joinedOK {
+			r.relay.Close()
+		}
+	}()
+	if err := connect(ctx, lk, joinURL, r.cfg.Token); err != nil {
+		return nil, err
+	}
+	r.lk = lk
+	if err := r.publish(r.cfg); err != nil {
+		r.mu.Lock()
+		r.leaving = true
+		r.mu.Unlock()
+		lk.Disconnect()
+		return nil, err
+	}
+	r.log.Info("joined room", "room", lk.Name(), "identity", lk.LocalParticipant.Identity())
+
+	r.presence = newPresence(time.Now(), r.cfg.GracePeriod, r.cfg.JoinTimeout, r.cfg.ExpiresAt)
+	go r.watch()
+	go r.sendCaptions()
+	if r.cfg.Listener != nil {
+		r.listenToPresent(r.cfg.Listener)
+	}
+	joinedOK = true
+	return r, nil
+}
+
+// newRoom checks cfg and fills in its defaults.
+func newRoom(cfg Config) (*Room, error) {
 	if cfg.URL == "" || cfg.Token == "" {
 		return nil, errors.New("room: URL and Token are required")
 	}
@@ -142,14 +195,19 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Room{
+	return &Room{
 		log:      log,
 		cfg:      cfg,
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		captions: make(chan Caption, 64),
-	}
+	}, nil
+}
 
+// callbacks are the SDK's room events: reconnects pause the presence
+// checks, a final disconnect ends the session, the rest is logged; with a
+// Listener, people and their microphones go to it (listen.go).
+func (r *Room) callbacks() *lksdk.RoomCallback {
 	cb := lksdk.NewRoomCallback()
 	cb.OnReconnecting = func() {
 		r.mu.Lock()
@@ -187,71 +245,34 @@ func Join(ctx context.Context, cfg Config) (*Room, error) {
 	cb.OnLocalTrackPublished = func(pub *lksdk.LocalTrackPublication, _ *lksdk.LocalParticipant) {
 		r.log.Info("track published", "track_sid", pub.SID(), "kind", string(pub.Kind()))
 	}
+	if r.cfg.Listener != nil {
+		r.listen(cb, r.cfg.Listener)
+	}
+	return cb
+}
 
-	if cfg.Listener != nil {
-		r.listen(cb, cfg.Listener)
-	}
-	lk := lksdk.NewRoom(cb)
-	lk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(log.Handler())))
-	if a := cfg.AgentAudio; a != nil {
-		// Registered before joining: an agent may start as soon as it sees
-		// the avatar's video. Only the agent the session follows is heard
-		// (agentaudio.go).
-		if err := registerAgentAudio(lk, a, cfg.Token, log); err != nil {
-			return nil, fmt.Errorf("room: agent audio: %w", err)
-		}
-	}
-	joinURL := cfg.URL
-	if cfg.Guard != nil {
-		relay, err := startSignalRelay(cfg.URL, cfg.Guard, log)
-		if err != nil {
-			return nil, fmt.Errorf("room: %w", err)
-		}
-		r.relay, joinURL = relay, relay.URL()
-	}
-	joinedOK := false
-	defer func() {
-		if !joinedOK {
-			r.relay.Close()
-		}
-	}()
+// connect joins lk to the room; ctx bounds the wait. The SDK's join takes
+// no context (it has its own timeouts), so a join that completes after ctx
+// gave up is disconnected at once.
+func connect(ctx context.Context, lk *lksdk.Room, url, token string) error {
 	joined := make(chan error, 1)
 	go func() {
-		// The SDK's join takes no context; it has its own timeouts.
-		joined <- lk.JoinWithToken(joinURL, cfg.Token, lksdk.WithAutoSubscribe(false))
+		joined <- lk.JoinWithToken(url, token, lksdk.WithAutoSubscribe(false))
 	}()
 	select {
 	case err := <-joined:
 		if err != nil {
-			return nil, fmt.Errorf("room: join: %w", err)
+			return fmt.Errorf("room: join: %w", err)
 		}
+		return nil
 	case <-ctx.Done():
 		go func() {
 			if err := <-joined; err == nil {
 				lk.Disconnect()
 			}
 		}()
-		return nil, fmt.Errorf("room: join: %w", ctx.Err())
+		return fmt.Errorf("room: join: %w", ctx.Err())
 	}
-	r.lk = lk
-
-	if err := r.publish(cfg); err != nil {
-		r.mu.Lock()
-		r.leaving = true
-		r.mu.Unlock()
-		lk.Disconnect()
-		return nil, err
-	}
-	r.log.Info("joined room", "room", lk.Name(), "identity", lk.LocalParticipant.Identity())
-
-	r.presence = newPresence(time.Now(), cfg.GracePeriod, cfg.JoinTimeout, cfg.ExpiresAt)
-	go r.watch()
-	go r.sendCaptions()
-	if cfg.Listener != nil {
-		r.listenToPresent(cfg.Listener)
-	}
-	joinedOK = true
-	return r, nil
 }
 
 func (r *Room) publish(cfg Config) error {

@@ -168,3 +168,13 @@ func depsOf(t *testing.T, pkgs ...string) string {
 	}
 	return string(out)
 }
+
+// TestConversationDoesNotLinkAProvider: the session's conversation hears
+// remote voice agents through gpu-fleet/remoteagent's events, so a second
+// provider is a new client package, not a change to the conversation.
+func TestConversationDoesNotLinkAProvider(t *testing.T) {
+	out := depsOf(t, "./gpu-fleet/conversation")
+	if bad := forbiddenDeps(out, "avatarsvc/gpu-fleet/elevenlabs"); len(bad) > 0 {
+		t.Errorf("got the conversation linking a provider's client:\n  %s\nwant none", strings.Join(bad, "\n  "))
+	}
+}

@@ -40,6 +40,7 @@ import (
 	"avatarsvc/scripts/benchrig"
 	"avatarsvc/scripts/benchtable"
 	"avatarsvc/scripts/localstack"
+	"avatarsvc/shared/livekit"
 )
 
 func main() {
@@ -120,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // segment's first frame to the framework.
 func runAgent(ctx context.Context, root string, lk *localstack.LiveKit, n, onset int) ([]time.Time, error) {
 	// A voice agent is a participant of kind agent: the avatar hears no other.
-	token, err := room.AgentToken(lk.APIKey, lk.APISecret, roomName, "bench-agent", nil, time.Hour)
+	token, err := livekit.AgentToken(lk.APIKey, lk.APISecret, roomName, "bench-agent", nil, time.Hour)
 	if err != nil {
 		return nil, err
 	}

@@ -73,20 +73,27 @@ type claims struct {
 	jwt.Claims
 	Name  string      `json:"name,omitempty"`
 	Video *videoGrant `json:"video,omitempty"`
+	// Kind is the participant kind ("agent"; empty is a standard
+	// participant) and Attributes its initial attributes, as LiveKit's
+	// ClaimGrants spell them.
+	Kind       string            `json:"kind,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
 func (l *Client) sign(identity, name string, ttl time.Duration, grant videoGrant) (string, error) {
+	return l.signClaims(identity, ttl, claims{Name: name, Video: &grant})
+}
+
+// signClaims signs c for identity, valid from now for ttl.
+func (l *Client) signClaims(identity string, ttl time.Duration, c claims) (string, error) {
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte(l.secret)},
 		(&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
 		return "", err
 	}
 	now := time.Now()
-	c := claims{
-		Claims: jwt.Claims{Issuer: l.key, Subject: identity, ID: identity, NotBefore: jwt.NewNumericDate(now),
-			Expiry: jwt.NewNumericDate(now.Add(ttl))},
-		Name: name, Video: &grant,
-	}
+	c.Claims = jwt.Claims{Issuer: l.key, Subject: identity, ID: identity, NotBefore: jwt.NewNumericDate(now),
+		Expiry: jwt.NewNumericDate(now.Add(ttl))}
 	return jwt.Signed(signer).Claims(c).CompactSerialize()
 }
 
@@ -203,6 +210,21 @@ func (l *Client) Token(room, identity, name string, ttl time.Duration) (string, 
 // and tests use it.
 func JoinToken(key, secret, room, identity string, ttl time.Duration) (string, error) {
 	return (&Client{key: key, secret: secret}).Token(room, identity, identity, ttl)
+}
+
+// AgentToken mints a join token of participant kind agent, as LiveKit's
+// dispatch gives a voice agent and as a voice agent mints for its avatar;
+// attrs become the participant's attributes (for an avatar,
+// lk.publish_on_behalf). Dev tools and tests use it to stand in for a
+// customer's voice agent.
+func AgentToken(key, secret, room, identity string, attrs map[string]string, ttl time.Duration) (string, error) {
+	yes := true
+	return (&Client{key: key, secret: secret}).signClaims(identity, ttl, claims{
+		Name:       identity,
+		Video:      &videoGrant{RoomJoin: true, Room: room, CanPublish: &yes, CanSubscribe: &yes, CanPublishData: &yes},
+		Kind:       "agent",
+		Attributes: attrs,
+	})
 }
 
 // Identities in service-made rooms: the renderer joins as AvatarIdentity
