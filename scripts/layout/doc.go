@@ -1,4 +1,6 @@
 // Package layout holds the checks that keep the repository's shape: the
 // renderer fleet is the product and must build without the dev tooling in
-// scripts/, and gpu-fleet/cmd holds only the binary that ships.
+// scripts/ or the HTTP API, gpu-fleet/cmd holds only the binary that ships,
+// rendering links no database, the conversation no provider client, and no
+// file points outside a plain clone.
 package layout

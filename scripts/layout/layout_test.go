@@ -178,3 +178,36 @@ func TestConversationDoesNotLinkAProvider(t *testing.T) {
 		t.Errorf("got the conversation linking a provider's client:\n  %s\nwant none", strings.Join(bad, "\n  "))
 	}
 }
+
+// TestNothingPointsOutsideTheClone: the specification and test inputs
+// beside the development checkout are not there for someone who clones
+// the project, so no tracked file (README, Makefile, scripts, tests, pages)
+// may name them.
+func TestNothingPointsOutsideTheClone(t *testing.T) {
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("git", "ls-files", "-z")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a git checkout)", err)
+	}
+	outside := []string{"../" + "shared/", "../" + ".library"}
+	var bad []string
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil || len(data) > 4<<20 || slices.Contains(data, 0) {
+			continue // deleted in the work tree, large data, or binary
+		}
+		for _, o := range outside {
+			if strings.Contains(string(data), o) {
+				bad = append(bad, name+" names "+o)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("got files pointing outside the clone:\n  %s\nwant none", strings.Join(bad, "\n  "))
+	}
+}
