@@ -199,7 +199,7 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 		GracePeriod:  s.GracePeriod,
 		JoinTimeout:  s.JoinTimeout,
 		Agents:       a.Store,
-		People:       a.Store,
+		Progress:     a.Store,
 		Remote: &ElevenLabsAgents{BaseURL: s.ElevenLabsBaseURL, SecretID: s.ElevenLabsKeySecret,
 			Secrets: secretsmanager.NewFromConfig(a.AWS), Log: log},
 		Log: log,

@@ -72,14 +72,17 @@ type RoomLauncher struct {
 	// Dispatcher re-dispatches a LiveKit agent that did not join; nil when
 	// this renderer has no LiveKit API credentials.
 	Dispatcher AgentDispatcher
-	// People records when the first person came to a room the service
-	// made, from which such a session bills (*store.Store).
-	People PersonReporter
+	// Progress records that the launch is joining the room (PUT start's
+	// stage) and when the first person came to a room the service made,
+	// from which such a session bills (*store.Store).
+	Progress ProgressReporter
 	Log    *slog.Logger
 }
 
-// PersonReporter records the first person's arrival on a hosted session.
-type PersonReporter interface {
+// ProgressReporter records a launch's progress and the first person's
+// arrival on a hosted session.
+type ProgressReporter interface {
+	ReportJoining(ctx context.Context, id, workerID string, at time.Time) error
 	ReportPersonJoined(ctx context.Context, id, workerID string, at time.Time) error
 }
 
@@ -134,6 +137,7 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 		}
 		roomCfg.OnFirstPerson = func(at time.Time) { l.reportPerson(sess, at, log) }
 	}
+	l.reportJoining(ctx, sess, log)
 	s, err := rendersession.Start(ctx, rendersession.Config{
 		SessionID:    sess.ID,
 		TokenHash:    tokenHash,
@@ -152,15 +156,28 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 	return &roomStream{s: s, hosted: sess.Hosted()}, nil
 }
 
+// reportJoining tells callers polling PUT start that the room join began.
+// It is progress only: a failed write costs the stage, never the launch.
+func (l *RoomLauncher) reportJoining(ctx context.Context, sess domain.Session, log *slog.Logger) {
+	if l.Progress == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := l.Progress.ReportJoining(ctx, sess.ID, sess.WorkerID, time.Now()); err != nil && !errors.Is(err, store.ErrSessionChanged) {
+		log.Warn("report joining", "err", err)
+	}
+}
+
 // reportPerson records the first person's arrival, retrying transient
 // failures for a while: until it is written the session bills nothing.
 func (l *RoomLauncher) reportPerson(sess domain.Session, at time.Time, log *slog.Logger) {
-	if l.People == nil {
+	if l.Progress == nil {
 		return
 	}
 	for attempt := 0; attempt < 10; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := l.People.ReportPersonJoined(ctx, sess.ID, sess.WorkerID, at)
+		err := l.Progress.ReportPersonJoined(ctx, sess.ID, sess.WorkerID, at)
 		cancel()
 		if err == nil || errors.Is(err, store.ErrSessionChanged) {
 			return

@@ -355,7 +355,7 @@ From zero to a talking avatar (in another terminal):
   printf '{"avatar":"data:image/png;base64,%%s","room":{"platform":"livekit","url":"%[4]s","token":"%%s"}}' \
     "$(base64 -w0 gpu-fleet/testfiles/images/face-astronaut.png)" "$RENDERER" > /tmp/session.json
   curl -s -X POST %[1]s/v1/sessions -H "x-api-key: $KEY" -H 'Content-Type: application/json' -d @/tmp/session.json
-  curl -s -X PUT  %[1]s/v1/sessions/<session_id>/start -H "x-api-key: $KEY"     # -> ws_uri
+  curl -s -X PUT  "%[1]s/v1/sessions/<session_id>/start?wait=20" -H "x-api-key: $KEY"   # -> ws_uri (waits for it)
   go run ./scripts/speak -ws <ws_uri> -session-id <session_id> -session-token <session_token> \
     -wav gpu-fleet/testfiles/audio/speech-16k.wav
   curl -s -X POST %[1]s/v1/sessions/<session_id>/end -H "x-api-key: $KEY"

@@ -36,6 +36,9 @@ type Session struct {
 	// LeaseUntil how long its claim holds without a heartbeat.
 	WorkerID   string
 	LeaseUntil time.Time
+	// JoiningAt is when the claiming renderer had the avatar ready and
+	// began joining the room (start progress: StartStage).
+	JoiningAt time.Time
 	// ServedAt is when the renderer joined the room and reported ws_uri;
 	// zero means the fleet never ran the session, which then bills nothing.
 	ServedAt time.Time
@@ -209,4 +212,42 @@ func (g EndGuard) Holds(s Session) bool {
 		return false
 	}
 	return true
+}
+
+// The stages a started session passes through before its renderer reports
+// ws_uri: PUT start answers one of them while ws_uri is TryAgain.
+const (
+	StageQueued  = "queued"  // the job waits for a renderer to claim it
+	StageClaimed = "claimed" // a renderer took it and is fetching the avatar
+	StageJoining = "joining" // the renderer is joining the room
+)
+
+// StartStage says where a started session that has no ws_uri yet is; ""
+// once ws_uri is known or when the session is not started.
+func (s Session) StartStage() string {
+	switch {
+	case s.Status != StatusStarted || s.WSURI != TryAgain:
+		return ""
+	case s.WorkerID == "":
+		return StageQueued
+	case !s.JoiningAt.IsZero():
+		return StageJoining
+	default:
+		return StageClaimed
+	}
+}
+
+// StageRetryAfter is how long a caller should wait before asking again at
+// a stage: about the time the stage takes with a renderer free (a claim
+// follows the queue's long poll at once, an avatar fetch takes a few
+// hundred milliseconds, a room join about 300 ms).
+func StageRetryAfter(stage string) time.Duration {
+	switch stage {
+	case StageQueued:
+		return 500 * time.Millisecond
+	case StageClaimed:
+		return 300 * time.Millisecond
+	default:
+		return 200 * time.Millisecond
+	}
 }

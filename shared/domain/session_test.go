@@ -125,3 +125,25 @@ func TestAllowsVoiceAgent(t *testing.T) {
 		})
 	}
 }
+
+func TestStartStage(t *testing.T) {
+	claimed := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		s    Session
+		want string
+	}{
+		{"not started", Session{Status: StatusCreated}, ""},
+		{"queued", Session{Status: StatusStarted, WSURI: TryAgain}, StageQueued},
+		{"claimed", Session{Status: StatusStarted, WSURI: TryAgain, WorkerID: "w1"}, StageClaimed},
+		{"joining", Session{Status: StatusStarted, WSURI: TryAgain, WorkerID: "w1", JoiningAt: claimed}, StageJoining},
+		{"serving", Session{Status: StatusStarted, WSURI: "wss://r/ws/s", WorkerID: "w1", JoiningAt: claimed}, ""},
+		{"ended", Session{Status: StatusEnded, WSURI: TryAgain}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.s.StartStage(); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

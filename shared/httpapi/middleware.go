@@ -130,7 +130,11 @@ func withRoute(d Deps, rt Route) http.Handler {
 			serveSigned(d, rt, subject, w, r)
 			return
 		}
-		dec, ok := countRequest(d, r, subject, rt.Class)
+		class := rt.Class
+		if rt.ClassFor != nil && authErr == nil {
+			class = rt.ClassFor(r)
+		}
+		dec, ok := countRequest(d, r, subject, class)
 		setCORS(w, rt)
 		setRateLimit(w, dec)
 		if !ok {

@@ -29,8 +29,10 @@ type Route struct {
 	Path   string // after the prefix, with {param} segments
 	// Style is the error body shape the spec gives this endpoint.
 	Style errorStyle
-	// Class is the rate-limit quota the route counts against.
-	Class ratelimit.Class
+	// Class is the rate-limit quota the route counts against; ClassFor,
+	// when set, chooses it per authenticated request instead.
+	Class    ratelimit.Class
+	ClassFor func(r *http.Request) ratelimit.Class
 	// Public routes need no API key.
 	Public bool
 	// Signed public routes prove their caller with a signature the handler
@@ -88,7 +90,7 @@ func Routes(d Deps) []Route {
 		{Name: "sessions-get", Method: "GET", Path: "/sessions/{session_id}", Style: structured, Class: ratelimit.Read,
 			handler: handleGetSession(d.Sessions, d.Now)},
 		{Name: "sessions-start", Method: "PUT", Path: "/sessions/{session_id}/start", Style: structured, Class: ratelimit.SessionStart,
-			handler: handleStartSession(d.Sessions)},
+			ClassFor: startRepeatsCountAsReads(d.Sessions), handler: handleStartSession(d.Sessions)},
 		{Name: "sessions-start-once", Method: "POST", Path: "/sessions/{session_id}/start", Style: successString, Class: ratelimit.SessionStart,
 			handler: handleStartSessionOnce(d.Sessions)},
 		{Name: "sessions-end", Method: "POST", Path: "/sessions/{session_id}/end", Style: structured, Class: ratelimit.Write,

@@ -2,10 +2,13 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/ratelimit"
 	"avatarsvc/shared/sessions"
 )
 
@@ -74,25 +77,77 @@ func handleGetSession(svc *sessions.Service, now func() time.Time) handlerFunc {
 	}
 }
 
+// maxStartWait bounds PUT start's ?wait= (seconds): the function's timeout
+// is 25 s and API Gateway's 30 s.
+const maxStartWait = 20
+
 func handleStartSession(svc *sessions.Service) handlerFunc {
 	type response struct {
 		Success    bool    `json:"success"`
 		WSURI      string  `json:"ws_uri"`
 		Expiration *string `json:"expiration"`
 		Message    string  `json:"message"`
+		// Extensions, while ws_uri is try_again: where the start is and
+		// when to ask again.
+		Stage        string `json:"stage,omitempty"`
+		RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
 	}
 	return func(w http.ResponseWriter, r *http.Request) error {
-		st, err := svc.Start(r.Context(), principal(r.Context()).UserID, r.PathValue("session_id"), domain.EventStart)
+		wait, err := startWait(r)
 		if err != nil {
 			return err
 		}
-		msg := "Session started"
-		if st.WSURI == domain.TryAgain {
-			msg = "Session started; an avatar server is being allocated. Repeat this call in a few seconds to get ws_uri"
+		user, id := principal(r.Context()).UserID, r.PathValue("session_id")
+		st, err := svc.Start(r.Context(), user, id, domain.EventStart)
+		if err != nil {
+			return err
 		}
-		encode(w, http.StatusOK, response{Success: true, WSURI: st.WSURI, Expiration: isoOrNull(st.Session.Expiration), Message: msg})
+		if st.WSURI == domain.TryAgain && wait > 0 {
+			svc.AwaitRenderer(r.Context(), user, id, time.Now().Add(wait))
+			if st, err = svc.Start(r.Context(), user, id, domain.EventStart); err != nil {
+				return err // it ended while we waited: the answer a repeat gets
+			}
+		}
+		out := response{Success: true, WSURI: st.WSURI, Expiration: isoOrNull(st.Session.Expiration), Message: "Session started"}
+		if st.WSURI == domain.TryAgain {
+			out.Stage = st.Session.StartStage()
+			retry := domain.StageRetryAfter(out.Stage)
+			out.RetryAfterMS = retry.Milliseconds()
+			out.Message = "Session started; an avatar server is being allocated (" + out.Stage + "). Repeat this call in " +
+				strconv.FormatInt(out.RetryAfterMS, 10) + " ms, or with ?wait=" + strconv.Itoa(maxStartWait) + " to be answered when ws_uri is known"
+			// Retry-After is whole seconds: the body's retry_after_ms is finer.
+			w.Header().Set("Retry-After", "1")
+		}
+		encode(w, http.StatusOK, out)
 		return nil
 	}
+}
+
+// startRepeatsCountAsReads: PUT start on a session already started (a
+// caller asking for its ws_uri) starts nothing, so it counts against the
+// read quota, not the start quota.
+func startRepeatsCountAsReads(svc *sessions.Service) func(r *http.Request) ratelimit.Class {
+	return func(r *http.Request) ratelimit.Class {
+		s, err := svc.Get(r.Context(), principal(r.Context()).UserID, r.PathValue("session_id"))
+		if err == nil && s.Status == domain.StatusStarted {
+			return ratelimit.Read
+		}
+		return ratelimit.SessionStart
+	}
+}
+
+// startWait reads PUT start's optional ?wait=<seconds>.
+func startWait(r *http.Request) (time.Duration, error) {
+	raw := r.URL.Query().Get("wait")
+	if raw == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 0 || n > maxStartWait {
+		return 0, domain.Errorf(domain.Invalid, "Invalid wait").
+			WithSuggestion(fmt.Sprintf("wait is a whole number of seconds from 0 to %d", maxStartWait))
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 func handleStartSessionOnce(svc *sessions.Service) handlerFunc {

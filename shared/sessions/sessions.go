@@ -305,6 +305,36 @@ func (s *Service) Start(ctx context.Context, userID, id string, ev domain.Event)
 	return out, err
 }
 
+// awaitPoll is how often AwaitRenderer reads the session: it adds at most
+// this to the moment ws_uri is known (a 20 s wait reads at most 400 times;
+// a typical start, about 7).
+const awaitPoll = 50 * time.Millisecond
+
+// AwaitRenderer returns once the session started by userID has its ws_uri,
+// is no longer started, until passes or ctx ends: PUT start's ?wait=.
+func (s *Service) AwaitRenderer(ctx context.Context, userID, id string, until time.Time) {
+	for {
+		sess, err := s.store.GetSession(ctx, userID, id)
+		if err != nil {
+			return // the caller's repeat of Start reports it
+		}
+		if sess.StartStage() == "" {
+			return
+		}
+		pause := min(awaitPoll, time.Until(until))
+		if pause <= 0 {
+			return
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // startParams reads the account and checks its limits: a free concurrency
 // slot and at least a minute that running sessions have not reserved. The
 // session reserves its length from the balance (domain.User.Reservation,

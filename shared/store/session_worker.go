@@ -1,4 +1,4 @@
-// The renderer worker's writes: claim, ws_uri and first-person reports, and
+// The renderer worker's writes: claim, joining, ws_uri and first-person reports, and
 // the heartbeat that extends its lease.
 
 package store
@@ -23,6 +23,7 @@ func (s *Store) ClaimSession(ctx context.Context, id, workerID string, now, leas
 	err := s.sessions.Update("session_id", id).
 		Set("worker_id", workerID).
 		Set("lease_until", formatTime(leaseUntil)).
+		Remove("joining_at"). // a take-over starts its launch afresh
 		If("$ = ? AND $ > ? AND (attribute_not_exists($) OR $ < ?)",
 			"status", string(domain.StatusStarted), "job_deadline", ts, "worker_id", "lease_until", ts).
 		Value(ctx, &it)
@@ -41,6 +42,13 @@ func (s *Store) ClaimSession(ctx context.Context, id, workerID string, now, leas
 func (s *Store) ReportServing(ctx context.Context, id, workerID, wsURI string, at time.Time) error {
 	return s.workerUpdate(ctx, s.sessions.Update("session_id", id).
 		Set("ws_uri", wsURI).Set("served_at", formatTime(at)), workerID, "report ws_uri")
+}
+
+// ReportJoining records that workerID has the session's avatar ready and
+// is joining its room (start progress), while the session is still
+// started and workerID's.
+func (s *Store) ReportJoining(ctx context.Context, id, workerID string, at time.Time) error {
+	return s.workerUpdate(ctx, s.sessions.Update("session_id", id).Set("joining_at", formatTime(at)), workerID, "report joining")
 }
 
 // ReportPersonJoined records when the renderer first saw a person in a

@@ -38,6 +38,7 @@ type sessionItem struct {
 	JobDeadline   string         `dynamo:"job_deadline,omitempty"`
 	WorkerID      string         `dynamo:"worker_id,omitempty"`
 	LeaseUntil    string         `dynamo:"lease_until,omitempty"`
+	JoiningAt     string         `dynamo:"joining_at,omitempty"`
 	ServedAt      string         `dynamo:"served_at,omitempty"`
 	// PersonJoinedAt: the first person seen in a hosted room (billing starts).
 	PersonJoinedAt string `dynamo:"person_joined_at,omitempty"`
@@ -70,7 +71,7 @@ func toSessionItem(s domain.Session) sessionItem {
 		AvatarURL: s.Avatar.URL, AvatarBucket: s.Avatar.Bucket, AvatarKey: s.Avatar.Key, AvatarType: s.Avatar.MediaType,
 		CreatedAt: formatTime(s.CreatedAt), StartedAt: formatTime(s.StartedAt), EndedAt: formatTime(s.EndedAt),
 		Expiration: formatTime(s.Expiration), WSURI: s.WSURI, JobEnqueuedAt: formatTime(s.JobEnqueuedAt),
-		JobDeadline: formatTime(s.JobDeadline), WorkerID: s.WorkerID, LeaseUntil: formatTime(s.LeaseUntil),
+		JobDeadline: formatTime(s.JobDeadline), WorkerID: s.WorkerID, LeaseUntil: formatTime(s.LeaseUntil), JoiningAt: formatTime(s.JoiningAt),
 		ServedAt: formatTime(s.ServedAt), PersonJoinedAt: formatTime(s.PersonJoinedAt), ReservedMinutes: s.ReservedMinutes,
 		EndReason: s.EndReason, Billing: s.Billing,
 		AgentID: s.AgentID, LinkID: s.LinkID, RoomName: s.RoomName, VoiceID: s.VoiceID, Transcription: s.Transcription,
@@ -85,7 +86,7 @@ func (it sessionItem) domain() domain.Session {
 		Avatar:    domain.AvatarSource{URL: it.AvatarURL, Bucket: it.AvatarBucket, Key: it.AvatarKey, MediaType: it.AvatarType},
 		CreatedAt: parseTime(it.CreatedAt), StartedAt: parseTime(it.StartedAt), EndedAt: parseTime(it.EndedAt),
 		Expiration: parseTime(it.Expiration), WSURI: it.WSURI, JobEnqueuedAt: parseTime(it.JobEnqueuedAt),
-		JobDeadline: parseTime(it.JobDeadline), WorkerID: it.WorkerID, LeaseUntil: parseTime(it.LeaseUntil),
+		JobDeadline: parseTime(it.JobDeadline), WorkerID: it.WorkerID, LeaseUntil: parseTime(it.LeaseUntil), JoiningAt: parseTime(it.JoiningAt),
 		ServedAt: parseTime(it.ServedAt), PersonJoinedAt: parseTime(it.PersonJoinedAt), ReservedMinutes: it.ReservedMinutes,
 		EndReason: it.EndReason, Billing: it.Billing,
 		AgentID: it.AgentID, LinkID: it.LinkID, RoomName: it.RoomName, VoiceID: it.VoiceID, Transcription: it.Transcription,
