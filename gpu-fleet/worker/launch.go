@@ -76,7 +76,7 @@ type RoomLauncher struct {
 	// stage) and when the first person came to a room the service made,
 	// from which such a session bills (*store.Store).
 	Progress ProgressReporter
-	Log    *slog.Logger
+	Log      *slog.Logger
 }
 
 // ProgressReporter records a launch's progress and the first person's
