@@ -10,6 +10,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 say() { echo "setup: $*"; }
 
+OAPI_CODEGEN_VERSION=2.8.2
 LIVEKIT_VERSION=1.13.5
 APT_PACKAGES=(libvpx-dev libopus-dev libespeak-ng-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us pocketsphinx-testdata pkg-config default-jre-headless chromium ffmpeg util-linux jq)
 
@@ -55,6 +56,19 @@ else
   tmp=$(mktemp -d)
   GOBIN="$tmp" go install "github.com/livekit/livekit-server/cmd/server@v$LIVEKIT_VERSION"
   mv "$tmp/server" "$bin"
+  rm -rf "$tmp"
+fi
+# oapi-codegen generates scripts/apiclient from the API reference; its test
+# checks the committed client is what this pinned version makes.
+gen=.local/bin/oapi-codegen
+if [ -x "$gen" ] && "$gen" -version 2>/dev/null | grep -q "v$OAPI_CODEGEN_VERSION"; then
+  say "oapi-codegen $OAPI_CODEGEN_VERSION present"
+else
+  say "building oapi-codegen v$OAPI_CODEGEN_VERSION with go install"
+  mkdir -p .local/bin
+  tmp=$(mktemp -d)
+  GOBIN="$tmp" go install "github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v$OAPI_CODEGEN_VERSION"
+  mv "$tmp/oapi-codegen" "$gen"
   rm -rf "$tmp"
 fi
 say "ready"
