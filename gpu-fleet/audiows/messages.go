@@ -17,6 +17,7 @@ const (
 	TypeSpeakStarted          = "agent.speak_started"
 	TypeSpeakEnded            = "agent.speak_ended"
 	TypeSessionEnded          = "session.ended"
+	TypeSessionExpiring       = "session.expiring"
 	TypeError                 = "error"
 )
 
@@ -83,6 +84,15 @@ type speakEnded struct {
 	PlayedSamples int    `json:"played_samples"`
 	PlayedMS      int64  `json:"played_ms"`
 	Interrupted   bool   `json:"interrupted"`
+}
+
+// SessionExpiring warns that the session ends at ExpiresAt (RFC 3339),
+// SecondsLeft from when it was sent. The renderer sends the same JSON to
+// ws_uri's client and into the room (topic ExpiringTopic).
+type SessionExpiring struct {
+	Type        string `json:"type"`
+	ExpiresAt   string `json:"expires_at"`
+	SecondsLeft int    `json:"seconds_left"`
 }
 
 type sessionEnded struct {

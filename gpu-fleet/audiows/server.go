@@ -266,6 +266,16 @@ func (e *Endpoint) Emit(ev playout.Event) {
 	}
 }
 
+// Warn sends a warning (SessionExpiring) to the connected client, if any.
+func (e *Endpoint) Warn(w SessionExpiring) {
+	e.mu.Lock()
+	c := e.conn
+	e.mu.Unlock()
+	if c != nil {
+		c.sendJSON(w)
+	}
+}
+
 // Close unregisters the session and tells a connected client why it ended
 // before closing the connection.
 func (e *Endpoint) Close(reason string) {

@@ -2,6 +2,7 @@ package rendersession_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -345,4 +346,37 @@ func TestSessionEndReasons(t *testing.T) {
 func ExampleConfig() {
 	fmt.Println("ws://127.0.0.1:8765/ws/" + "sess_01J0EXAMPLE")
 	// Output: ws://127.0.0.1:8765/ws/sess_01J0EXAMPLE
+}
+
+// TestExpiryWarning: DefaultExpiryWarning before its expiration (8 s after
+// the start here, time for the viewer and ws_uri client to arrive) the session
+// tells ws_uri's client and the room, with the time left.
+func TestExpiryWarning(t *testing.T) {
+	st := newStack(t)
+	av := prepareAvatar(t, render.Square)
+	const sessionID, roomName = "sess_expiring", "room-expiring"
+	expires := time.Now().Add(rendersession.DefaultExpiryWarning + 8*time.Second).Truncate(time.Second)
+	st.start(t, sessionID, roomName, av, room.Config{ExpiresAt: expires})
+	v := joinViewer(t, st.lk, roomName, av)
+	ws := roomtest.DialWS(t, st.wsURL+sessionID, sessionID, "tok-"+sessionID)
+
+	check := func(t *testing.T, m map[string]any) {
+		t.Helper()
+		left, _ := m["seconds_left"].(float64)
+		if m["type"] != audiows.TypeSessionExpiring || m["expires_at"] != expires.UTC().Format(time.RFC3339) ||
+			left < 55 || left > 60 {
+			t.Errorf("got %v, want session.expiring at %s with about 60 seconds left", m, expires.UTC().Format(time.RFC3339))
+		}
+	}
+	t.Run("ws_uri", func(t *testing.T) {
+		check(t, ws.Await(audiows.TypeSessionExpiring).Body)
+	})
+	t.Run("room", func(t *testing.T) {
+		waitFor(t, "the warning in the room", func() bool { return len(v.Data(rendersession.ExpiringTopic)) > 0 })
+		var m map[string]any
+		if err := json.Unmarshal(v.Data(rendersession.ExpiringTopic)[0], &m); err != nil {
+			t.Fatal(err)
+		}
+		check(t, m)
+	})
 }

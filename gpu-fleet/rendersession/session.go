@@ -19,7 +19,9 @@
 package rendersession
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,8 +60,19 @@ type Config struct {
 	// the room (greeting, captions, replies; gpu-fleet/conversation). Its
 	// Speaker and Captions are the session's own.
 	Conversation *conversation.Config
-	Logger       *slog.Logger
+	// ExpiryWarning is how long before Room.ExpiresAt the session warns
+	// ws_uri's client and the room (DefaultExpiryWarning when zero;
+	// negative: never).
+	ExpiryWarning time.Duration
+	Logger        *slog.Logger
 }
+
+// DefaultExpiryWarning: a minute lets a caller wrap up, or extend.
+const DefaultExpiryWarning = time.Minute
+
+// ExpiringTopic is the room data topic of the session's expiry warning
+// (the link page shows it).
+const ExpiringTopic = "avatar.session"
 
 // Session is one running avatar session.
 type Session struct {
@@ -74,6 +87,9 @@ type Session struct {
 	pipeline *Pipeline
 	video    *vp8.Encoder
 	audio    *opus.Encoder
+
+	expiresAt time.Time
+	warnAt    time.Time // zero: no warning
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -94,11 +110,15 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	log = log.With("session_id", cfg.SessionID)
 	s := &Session{
-		id:     cfg.SessionID,
-		log:    log,
-		buffer: playout.New(cfg.MaxBuffered),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		id:        cfg.SessionID,
+		log:       log,
+		buffer:    playout.New(cfg.MaxBuffered),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		expiresAt: cfg.Room.ExpiresAt,
+	}
+	if warning := cmp.Or(cfg.ExpiryWarning, DefaultExpiryWarning); warning > 0 && !s.expiresAt.IsZero() {
+		s.warnAt = s.expiresAt.Add(-warning)
 	}
 	var err error
 	if s.endpoint, err = cfg.Audio.Register(cfg.SessionID, cfg.TokenHash, s.buffer); err != nil {
@@ -162,16 +182,27 @@ func (s *Session) run() {
 	pipelineDone := make(chan error, 1)
 	go func() { pipelineDone <- s.pipeline.Run(ctx) }()
 
+	var warn <-chan time.Time
+	if !s.warnAt.IsZero() {
+		t := time.NewTimer(max(0, time.Until(s.warnAt)))
+		defer t.Stop()
+		warn = t.C
+	}
 	reason := room.NotEnded
-	select {
-	case <-s.room.Done():
-		reason = s.room.Reason()
-	case <-s.stop:
-		reason = room.Stopped
-	case err := <-pipelineDone:
-		s.err = err
-		reason = room.Failed
-		pipelineDone <- nil
+	for reason == room.NotEnded {
+		select {
+		case <-warn:
+			warn = nil
+			s.warnExpiring()
+		case <-s.room.Done():
+			reason = s.room.Reason()
+		case <-s.stop:
+			reason = room.Stopped
+		case err := <-pipelineDone:
+			s.err = err
+			reason = room.Failed
+			pipelineDone <- nil
+		}
 	}
 	cancel()
 	<-pipelineDone
@@ -182,6 +213,23 @@ func (s *Session) run() {
 		"frames", stats.Frames, "late_frames", stats.LateFrames, "max_lateness", stats.MaxLateness,
 		"resyncs", stats.Resyncs, "write_errors", stats.WriteErrors)
 	s.release()
+}
+
+// warnExpiring tells ws_uri's client and everyone in the room that the
+// session is about to reach its expiration.
+func (s *Session) warnExpiring() {
+	left := time.Until(s.expiresAt)
+	w := audiows.SessionExpiring{
+		Type:        audiows.TypeSessionExpiring,
+		ExpiresAt:   s.expiresAt.UTC().Format(time.RFC3339),
+		SecondsLeft: max(0, int(left.Round(time.Second).Seconds())),
+	}
+	s.endpoint.Warn(w)
+	payload, _ := json.Marshal(w)
+	if err := s.room.SendData(ExpiringTopic, payload); err != nil {
+		s.log.Warn("expiry warning into the room", "err", err)
+	}
+	s.log.Info("session expiring", "expires_at", w.ExpiresAt, "seconds_left", w.SecondsLeft)
 }
 
 // sinks hands each speech event to both speech sources: ws_uri's client

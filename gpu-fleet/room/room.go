@@ -355,6 +355,13 @@ func (r *Room) Reason() EndReason {
 	return r.reason
 }
 
+// SendData sends payload to everyone in the room as a reliable data
+// packet on topic (the session's notices, e.g. its expiry warning).
+func (r *Room) SendData(topic string, payload []byte) error {
+	return r.lk.LocalParticipant.PublishDataPacket(lksdk.UserData(payload),
+		lksdk.WithDataPublishTopic(topic), lksdk.WithDataPublishReliable(true))
+}
+
 // CallRPC performs an RPC on a participant (agentstream's playback events).
 func (r *Room) CallRPC(destination, method, payload string) error {
 	_, err := r.lk.LocalParticipant.PerformRpc(lksdk.PerformRpcParams{

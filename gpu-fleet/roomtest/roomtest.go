@@ -80,6 +80,7 @@ type Viewer struct {
 	loudAt      []time.Time // arrival of each audio packet with speech energy
 	width       int
 	height      int
+	data        map[string][][]byte // the avatar's data packets by topic
 }
 
 // JoinViewer joins the room at url with token as a viewer of the avatar av.
@@ -100,12 +101,27 @@ func JoinViewer(t T, url, token string, av *avatarimage.Prepared) *Viewer {
 			go v.readAudio(track)
 		}
 	}
+	cb.OnDataPacket = func(p lksdk.DataPacket, params lksdk.DataReceiveParams) {
+		if ud, ok := p.(*lksdk.UserDataPacket); ok && params.SenderIdentity == room.AgentIdentity {
+			v.mu.Lock()
+			v.data[ud.Topic] = append(v.data[ud.Topic], ud.Payload)
+			v.mu.Unlock()
+		}
+	}
+	v.data = map[string][][]byte{}
 	lkr, err := lksdk.ConnectToRoomWithToken(url, token, cb)
 	if err != nil {
 		t.Fatalf("viewer join: %v", err)
 	}
 	v.Room = lkr
 	return v
+}
+
+// Data is what the avatar sent on topic as data packets, oldest first.
+func (v *Viewer) Data(topic string) [][]byte {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([][]byte(nil), v.data[topic]...)
 }
 
 func (v *Viewer) readVideo(track *webrtc.TrackRemote) {

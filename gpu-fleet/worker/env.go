@@ -27,6 +27,7 @@ import (
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatarsource"
 	"avatarsvc/gpu-fleet/netguard"
+	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/shared/backend"
 	"avatarsvc/shared/jobs"
 )
@@ -62,6 +63,9 @@ type Settings struct {
 	// provider (ELEVENLABS_BASE_URL, ELEVENLABS_API_KEY_SECRET); see
 	// ElevenLabsAgents.
 	ElevenLabsBaseURL, ElevenLabsKeySecret string
+	// ExpiryWarning: how long before its expiration a session warns its
+	// ws_uri client and room (EXPIRY_WARNING, a duration; 60s).
+	ExpiryWarning time.Duration
 }
 
 // SettingsFromEnv reads Settings; unset values take the defaults.
@@ -111,6 +115,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	dur("QUEUE_WAIT", &s.QueueWait, 20*time.Second)
 	dur("ROOM_GRACE_PERIOD", &s.GracePeriod, 0)
 	dur("ROOM_JOIN_TIMEOUT", &s.JoinTimeout, 0)
+	dur("EXPIRY_WARNING", &s.ExpiryWarning, rendersession.DefaultExpiryWarning)
 	if w.HeartbeatEvery*3 > w.LeaseTTL {
 		errs = append(errs, fmt.Errorf("LEASE_TTL (%v) must be at least 3 x HEARTBEAT_EVERY (%v)", w.LeaseTTL, w.HeartbeatEvery))
 	}
@@ -192,14 +197,15 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 		}
 	}()
 	launcher := &RoomLauncher{
-		Avatars:      avatarsource.New(avatarsource.Config{S3: a.S3, Policy: s.AvatarPolicy}),
-		AvatarReason: avatarsource.EndReason,
-		Rooms:        s.RoomPolicy,
-		Audio:        audio,
-		GracePeriod:  s.GracePeriod,
-		JoinTimeout:  s.JoinTimeout,
-		Agents:       a.Store,
-		Progress:     a.Store,
+		Avatars:       avatarsource.New(avatarsource.Config{S3: a.S3, Policy: s.AvatarPolicy}),
+		AvatarReason:  avatarsource.EndReason,
+		Rooms:         s.RoomPolicy,
+		Audio:         audio,
+		GracePeriod:   s.GracePeriod,
+		JoinTimeout:   s.JoinTimeout,
+		ExpiryWarning: s.ExpiryWarning,
+		Agents:        a.Store,
+		Progress:      a.Store,
 		Remote: &ElevenLabsAgents{BaseURL: s.ElevenLabsBaseURL, SecretID: s.ElevenLabsKeySecret,
 			Secrets: secretsmanager.NewFromConfig(a.AWS), Log: log},
 		Log: log,

@@ -65,6 +65,8 @@ type RoomLauncher struct {
 	Audio *audiows.Server
 	// GracePeriod and JoinTimeout: see room.Config (defaults there).
 	GracePeriod, JoinTimeout time.Duration
+	// ExpiryWarning: see rendersession.Config (default there).
+	ExpiryWarning time.Duration
 	// Agents and Remote give sessions in rooms the service made (links,
 	// rooms/initiate) their conversation; see conversationFor.
 	Agents Agents
@@ -139,13 +141,14 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 	}
 	l.reportJoining(ctx, sess, log)
 	s, err := rendersession.Start(ctx, rendersession.Config{
-		SessionID:    sess.ID,
-		TokenHash:    tokenHash,
-		Room:         roomCfg,
-		Renderer:     render.NewCPURenderer(prepared),
-		Audio:        l.Audio,
-		Conversation: talk,
-		Logger:       log,
+		SessionID:     sess.ID,
+		TokenHash:     tokenHash,
+		Room:          roomCfg,
+		Renderer:      render.NewCPURenderer(prepared),
+		Audio:         l.Audio,
+		Conversation:  talk,
+		ExpiryWarning: l.ExpiryWarning,
+		Logger:        log,
 	})
 	if err != nil {
 		if talk != nil && talk.Remote != nil {

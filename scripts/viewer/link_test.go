@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,7 @@ func TestLinkPageInChromium(t *testing.T) {
 			Frames1      int
 			MicPublished bool
 			Shown        string
+			Notice       string
 			Talked       bool
 			BargedIn     bool
 			AvatarLoudMs int
@@ -112,6 +114,11 @@ func TestLinkPageInChromium(t *testing.T) {
 		}
 		if !got.MicPublished {
 			t.Error("the page did not join with the microphone")
+		}
+		// The worker here warns of the expiration as soon as a session
+		// starts (EXPIRY_WARNING=24h): the page shows the countdown.
+		if !regexp.MustCompile(`^This conversation ends in \d+ seconds?\.$`).MatchString(got.Notice) {
+			t.Errorf("expiry notice: got %q, want the countdown", got.Notice)
 		}
 		links := api(t, stack, "GET", "/v1/links", acct.LiveKey, nil)["links"].([]any)
 		if uses := links[0].(map[string]any)["uses"]; uses != 1.0 {
@@ -204,6 +211,7 @@ func startWorker(t *testing.T, stack *stacktest.Stack) {
 	for k, v := range map[string]string{
 		"WS_LISTEN": "127.0.0.1:0", "QUEUE_WAIT": "1s", "ROOM_ALLOW_PREFIXES": "127.0.0.1/32",
 		"ROOM_GRACE_PERIOD": "2s", "WORKER_SLOTS": "2", "DRAIN_TIMEOUT": "5s",
+		"EXPIRY_WARNING": "24h", // every session warns at once: the link page shows it
 	} {
 		env[k] = v
 	}

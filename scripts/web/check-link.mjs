@@ -43,6 +43,13 @@ try {
     const micPublished = await page.evaluate(() => window.linkStats.mic === 'on' && !document.getElementById('controls').hidden);
     await page.waitForTimeout(3000);
     const after = await page.evaluate(() => ({ ...window.linkStats }));
+    // The renderer's expiry warning, shown as a notice (the test's worker
+    // warns as soon as a session starts).
+    let notice = '';
+    try {
+      await page.waitForFunction(() => !document.getElementById('notice').hidden, null, { timeout: 10000 });
+      notice = await page.evaluate(() => document.getElementById('notice').textContent);
+    } catch {}
     // The conversation: greeting, the visitor's words, the avatar's answer.
     let talked = true;
     try {
@@ -68,7 +75,7 @@ try {
     await page.click('#end');
     await page.waitForFunction(() => window.linkStats.state === 'ended', null, { timeout: 15000 });
     const shown = await page.evaluate(() => document.getElementById('message')?.textContent);
-    console.log(JSON.stringify({ sessionId: after.sessionId, frames0: before, frames1: after.framesDecoded, micPublished, shown, talked, bargedIn, ...talk }));
+    console.log(JSON.stringify({ sessionId: after.sessionId, frames0: before, frames1: after.framesDecoded, micPublished, shown, talked, bargedIn, notice, ...talk }));
   }
 } catch (e) {
   console.error('check-link:', e.message);

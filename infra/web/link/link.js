@@ -16,6 +16,7 @@ const stats = {
   avatarLoudMs: 0, // how long the avatar's audio has carried speech energy
   endReason: '', // the room's session_ended code, when the session ended before the avatar came
   connectedAt: 0, endedAt: 0, // Date.now() when the page joined the room, and when it showed the end
+  expiring: null, // the renderer's session.expiring warning ({expires_at, seconds_left}), once it came
 };
 window.linkStats = stats;
 
@@ -194,6 +195,25 @@ async function main() {
     await room.disconnect();
     finish('Thanks for talking. The conversation has ended.');
   };
+
+  // The renderer warns (topic avatar.session) a minute before the session's
+  // time runs out: show a countdown.
+  room.on(RoomEvent.DataReceived, (payload, participant, kind, topic) => {
+    if (topic !== 'avatar.session' || participant?.identity !== started.agent_identity) return;
+    let m;
+    try { m = JSON.parse(new TextDecoder().decode(payload)); } catch { return; }
+    if (m.type !== 'session.expiring') return;
+    stats.expiring = m;
+    const end = Date.parse(m.expires_at);
+    const tick = () => {
+      if (stats.state === 'ended') { $('notice').hidden = true; return; }
+      const left = Math.max(0, Math.round((end - Date.now()) / 1000));
+      $('notice').textContent = `This conversation ends in ${left} second${left === 1 ? '' : 's'}.`;
+      $('notice').hidden = false;
+      if (left > 0) setTimeout(tick, 1000);
+    };
+    tick();
+  });
 
   room.registerTextStreamHandler('lk.transcription', async (reader) => {
     const text = await reader.readAll();
