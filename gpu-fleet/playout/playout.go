@@ -82,6 +82,9 @@ type Frame struct {
 	// Interrupted is true on the first frame after Interrupt: a renderer
 	// that smooths mouth motion should snap to rest on it.
 	Interrupted bool
+	// Underrun is true when an utterance under way (started, not ended)
+	// had less than a frame of audio: the listener hears a gap.
+	Underrun bool
 	// Events complete with this frame; deliver them after the frame is sent.
 	Events []Event
 	// ChunkArrivals holds the arrival time of every pushed chunk whose first
@@ -244,6 +247,7 @@ func (b *Buffer) Next(dst []int16) Frame {
 			u.played = end
 			b.buffered -= n
 		}
+		frame.Underrun = u.started && !u.ended && n < FrameSamples
 		if u.ended && u.remaining() == 0 {
 			b.finishHeadLocked()
 		}

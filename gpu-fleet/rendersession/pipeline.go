@@ -100,6 +100,13 @@ type Stats struct {
 	// MaxAVSkew is the largest gap between writing a frame's video and
 	// writing its audio (see the package doc on A/V sync).
 	MaxAVSkew time.Duration
+	// Underruns counts frames in which an utterance under way ran out of
+	// audio (playout.Frame.Underrun).
+	Underruns uint64
+	// Bytes is what was written: encoded video and audio.
+	Bytes uint64
+	// FirstFrameAt is when the first frame was written.
+	FirstFrameAt time.Time
 }
 
 // Pipeline turns queued audio into published frames, one per tick: take
@@ -180,11 +187,13 @@ func (p *Pipeline) Step(scheduled time.Time) error {
 	// 20 ms packets.
 	audioAt := scheduled
 	var audioWritten time.Time
+	var audioBytes uint64
 	for off := 0; off+AudioPacketSamples <= len(p.pcm); off += AudioPacketSamples {
 		opus, err := p.cfg.Audio.Encode(p.pcm[off : off+AudioPacketSamples])
 		if err != nil {
 			return fmt.Errorf("session: encode audio: %w", err)
 		}
+		audioBytes += uint64(len(opus))
 		if err := p.cfg.Publisher.WriteAudio(opus, audioAt); err != nil {
 			writeErrs++
 			p.logWriteError("audio", err)
@@ -214,6 +223,13 @@ func (p *Pipeline) Step(scheduled time.Time) error {
 		s.Keyframes++
 	}
 	s.WriteErrors += uint64(writeErrs)
+	s.Bytes += uint64(len(packet)) + audioBytes
+	if frame.Underrun {
+		s.Underruns++
+	}
+	if s.FirstFrameAt.IsZero() {
+		s.FirstFrameAt = videoWritten
+	}
 	if lateness > p.cfg.LateThreshold {
 		s.LateFrames++
 	}

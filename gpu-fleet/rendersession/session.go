@@ -313,6 +313,9 @@ func (s *Session) Stats() Stats { return s.pipeline.Stats() }
 // latencies (see Pipeline.Latencies).
 func (s *Session) Latencies() []time.Duration { return s.pipeline.Latencies() }
 
+// MaxSubscribers is the most other participants in the room at once.
+func (s *Session) MaxSubscribers() int { return s.room.MaxOthers() }
+
 // Buffer is the session's playout buffer (audio also arrives here from
 // sources other than the WebSocket, such as tests and benchmarks).
 func (s *Session) Buffer() *playout.Buffer { return s.buffer }

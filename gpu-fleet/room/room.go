@@ -110,6 +110,10 @@ type Room struct {
 
 	relay *signalRelay // with Config.Guard: the SDK's way to the server
 
+	// maxOthers is the most participants counted present at once (see
+	// others): the session's subscribers, for its quality figures.
+	maxOthers atomic.Int64
+
 	// keyframeWanted is set when a receiver asks for a keyframe (PLI/FIR),
 	// for example a viewer that just subscribed.
 	keyframeWanted atomic.Bool
@@ -342,6 +346,10 @@ func endReasonFor(reason lksdk.DisconnectionReason) EndReason {
 	return RoomError
 }
 
+// MaxOthers is the most other participants (people and agents, not
+// recorders) that were in the room at once.
+func (r *Room) MaxOthers() int { return int(r.maxOthers.Load()) }
+
 // KeyframeRequested reports (once) that a receiver asked for a keyframe.
 func (r *Room) KeyframeRequested() bool { return r.keyframeWanted.Swap(false) }
 
@@ -411,6 +419,9 @@ func (r *Room) watch() {
 			reconnecting := r.reconnecting || r.lk.ConnectionState() == lksdk.ConnectionStateReconnecting
 			r.mu.Unlock()
 			others := r.others()
+			if int64(others) > r.maxOthers.Load() {
+				r.maxOthers.Store(int64(others))
+			}
 			if others > 0 && !r.personSeen && r.cfg.OnFirstPerson != nil {
 				r.personSeen = true
 				go r.cfg.OnFirstPerson(now)

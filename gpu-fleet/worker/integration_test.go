@@ -363,6 +363,7 @@ func TestSessionEndToEnd(t *testing.T) {
 
 	began := time.Now()
 	wsURI := s.awaitWSURI(t)
+	served := time.Now()
 	t.Logf("PUT start -> real ws_uri: %v", time.Since(began))
 	if !strings.HasPrefix(wsURI, "ws://127.0.0.1:") || !strings.HasSuffix(wsURI, "/ws/"+s.id) {
 		t.Fatalf("ws_uri: got %q, want ws://127.0.0.1:<port>/ws/%s", wsURI, s.id)
@@ -410,6 +411,38 @@ func TestSessionEndToEnd(t *testing.T) {
 	if u := account(t, acct.User.ID); u.ActiveSessions != 0 || u.IncludedUsed != 1 {
 		t.Errorf("account: active %d, included used %d; want 0 and 1 (billed once)", u.ActiveSessions, u.IncludedUsed)
 	}
+
+	t.Run("quality figures", func(t *testing.T) {
+		var q map[string]any
+		waitFor(t, "the quality block", func() bool { q, _ = s.get(t)["quality"].(map[string]any); return q != nil })
+		t.Logf("quality: %v", q)
+		num := func(k string) float64 { f, _ := q[k].(float64); return f }
+		// The renderer published from before ws_uri was reported until it
+		// left: about 25 frames a second of that.
+		secs := ended.Add(left).Sub(served).Seconds()
+		if f := num("frames"); f < 20*secs || f > 25*secs+50 {
+			t.Errorf("frames: got %v, want about 25 x %.1f s", f, secs)
+		}
+		for _, c := range []struct {
+			key      string
+			min, max float64
+		}{
+			{"first_frame_ms", 1, 30000},
+			// 3 s of speech went in at once: a chunk's latency includes
+			// the time it waited behind the speech ahead of it.
+			{"latency_p50_ms", 1, 3500},
+			{"latency_p99_ms", num("latency_p50_ms"), 3500},
+			{"late_frames", 0, num("frames")},
+			{"underruns", 0, num("frames")},
+			{"max_av_skew_ms", 0, 40},
+			{"bitrate_kbps", 50, 5000},
+			{"subscribers", 1, 1}, // the viewer
+		} {
+			if v := num(c.key); v < c.min || v > c.max {
+				t.Errorf("%s: got %v, want %v..%v", c.key, v, c.min, c.max)
+			}
+		}
+	})
 }
 
 // TestDuplicateJobs: the same job delivered 3 times to 2 workers gives one

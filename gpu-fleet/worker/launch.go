@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
+	"slices"
 	"time"
 
 	"avatarsvc/gpu-fleet/audiows"
@@ -266,6 +268,30 @@ func (r *roomStream) EndReason() string {
 	}
 	return endReasonOf(reason)
 }
+
+// Quality turns the session's counters into its quality figures.
+func (r *roomStream) Quality(claimedAt time.Time) domain.Quality {
+	st := r.s.Stats()
+	q := domain.Quality{
+		Frames: st.Frames, LateFrames: st.LateFrames, Underruns: st.Underruns,
+		MaxAVSkewMS: ms(st.MaxAVSkew), Subscribers: r.s.MaxSubscribers(),
+	}
+	if !st.FirstFrameAt.IsZero() {
+		q.FirstFrameMS = max(0, st.FirstFrameAt.Sub(claimedAt).Milliseconds())
+		// Frames are 40 ms apart: the session published for Frames x 40 ms.
+		if secs := float64(st.Frames) * rendersession.FrameDuration.Seconds(); secs > 0 {
+			q.BitrateKbps = float64(st.Bytes) * 8 / 1000 / secs
+		}
+	}
+	if lat := r.s.Latencies(); len(lat) > 0 {
+		slices.Sort(lat)
+		q.LatencyP50MS = ms(lat[len(lat)/2])
+		q.LatencyP99MS = ms(lat[min(len(lat)-1, len(lat)*99/100)])
+	}
+	return q
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*10) / 10 }
 
 // endReasonOf maps why the renderer left the room to the recorded reason.
 func endReasonOf(r room.EndReason) string {

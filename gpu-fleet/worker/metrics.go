@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"avatarsvc/shared/domain"
 )
 
 // Metrics writes the worker's capacity as CloudWatch embedded metric format
@@ -57,6 +59,44 @@ func (m *Metrics) Publish(at time.Time, slots, free int) error {
 		"RunningSessions":      slots - free,
 		"SlotUtilization":      100 * float64(slots-free) / float64(max(slots, 1)),
 	}
+	return m.write(line)
+}
+
+// PublishQuality writes one line with a finished session's quality
+// figures (domain.Quality), per autoscaling group: CloudWatch keeps their
+// distribution (p50, p99 over sessions).
+func (m *Metrics) PublishQuality(at time.Time, q domain.Quality) error {
+	lateRatio := 0.0
+	if q.Frames > 0 {
+		lateRatio = 100 * float64(q.LateFrames) / float64(q.Frames)
+	}
+	return m.write(map[string]any{
+		"_aws": map[string]any{
+			"Timestamp": at.UnixMilli(),
+			"CloudWatchMetrics": []emfDirective{{
+				Namespace:  m.Namespace,
+				Dimensions: [][]string{{"AutoScalingGroupName"}},
+				Metrics: []emfMetric{
+					{Name: "SessionFirstFrame", Unit: "Milliseconds"},
+					{Name: "SessionLateFrames", Unit: "Percent"},
+					{Name: "SessionLatencyP99", Unit: "Milliseconds"},
+					{Name: "SessionUnderruns", Unit: "Count"},
+					{Name: "SessionAVSkew", Unit: "Milliseconds"},
+					{Name: "SessionBitrate", Unit: "Kilobits/Second"},
+				},
+			}},
+		},
+		"AutoScalingGroupName": m.GroupName,
+		"SessionFirstFrame":    q.FirstFrameMS,
+		"SessionLateFrames":    lateRatio,
+		"SessionLatencyP99":    q.LatencyP99MS,
+		"SessionUnderruns":     q.Underruns,
+		"SessionAVSkew":        q.MaxAVSkewMS,
+		"SessionBitrate":       q.BitrateKbps,
+	})
+}
+
+func (m *Metrics) write(line map[string]any) error {
 	b, err := json.Marshal(line)
 	if err != nil {
 		return err

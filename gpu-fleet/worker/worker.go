@@ -44,6 +44,7 @@ type Claims interface {
 	ClaimSession(ctx context.Context, id, workerID string, now, leaseUntil time.Time) (domain.Session, error)
 	ReportServing(ctx context.Context, id, workerID, wsURI string, at time.Time) error
 	Heartbeat(ctx context.Context, id, workerID string, leaseUntil time.Time) error
+	ReportQuality(ctx context.Context, id, workerID string, q domain.Quality) error
 }
 
 // Ender is the one end path for sessions (*sessions.Service). A worker ends
@@ -68,6 +69,9 @@ type Stream interface {
 	Stop()
 	// EndReason says, once Done, why it ended (a domain.Reason* value).
 	EndReason() string
+	// Quality is what it measured, once Done; claimedAt is when the
+	// worker claimed the session.
+	Quality(claimedAt time.Time) domain.Quality
 }
 
 // LifecycleHook completes the autoscaling termination hook once the worker
@@ -300,6 +304,7 @@ func (w *Worker) admit(ctx context.Context, m jobs.Message) bool {
 		w.delete(bg, m, log)
 		return false
 	}
+	claimedAt := time.Now()
 	sess, err := w.claims.ClaimSession(bg, job.SessionID, w.cfg.ID, now, now.Add(w.cfg.LeaseTTL))
 	if errors.Is(err, store.ErrNotClaimable) {
 		log.Info("job not claimable (ended, stale, or another worker's), deleted")
@@ -316,7 +321,7 @@ func (w *Worker) admit(ctx context.Context, m jobs.Message) bool {
 	w.running[sess.ID] = true
 	w.mu.Unlock()
 	w.wg.Add(1)
-	go w.serve(sess)
+	go w.serve(sess, claimedAt)
 	return true
 }
 
@@ -338,7 +343,7 @@ func (w *Worker) release(ctx context.Context, m jobs.Message, delay time.Duratio
 // the claim on, launch included (avatar fetch, provider dial and room join
 // may take up to LaunchTimeout, twice the lease): neither the reaper nor a
 // redelivered job can take the session away while it is being launched.
-func (w *Worker) serve(sess domain.Session) {
+func (w *Worker) serve(sess domain.Session, claimedAt time.Time) {
 	defer func() {
 		w.mu.Lock()
 		delete(w.running, sess.ID)
@@ -387,9 +392,27 @@ func (w *Worker) serve(sess domain.Session) {
 		return
 	}
 	log.Info("serving", "ws_uri", wsURI)
-	if reason := w.supervise(sess, stream, leaseLost, log); reason != "" {
+	reason := w.supervise(sess, stream, leaseLost, log)
+	w.reportQuality(sess, stream.Quality(claimedAt), log)
+	if reason != "" {
 		w.finish(sess, reason, log)
 	}
+}
+
+// reportQuality writes what the stream measured on the session (before
+// the end, so an ended session shows it) and as EMF metrics.
+func (w *Worker) reportQuality(sess domain.Session, q domain.Quality, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.claims.ReportQuality(ctx, sess.ID, w.cfg.ID, q); err != nil && !errors.Is(err, store.ErrSessionChanged) {
+		log.Warn("report quality", "err", err)
+	}
+	if w.cfg.Metrics != nil {
+		if err := w.cfg.Metrics.PublishQuality(time.Now(), q); err != nil {
+			log.Warn("quality metrics", "err", err)
+		}
+	}
+	log.Info("session quality", "quality", q)
 }
 
 // errLeaseTaken: the session is no longer this worker's (ended by the API

@@ -77,6 +77,23 @@ type fakeClaims struct {
 	failHeartbeats bool
 }
 
+func (c *fakeClaims) ReportQuality(_ context.Context, id, worker string, q domain.Quality) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[id]
+	if s.WorkerID != worker || s.Quality != nil {
+		return store.ErrSessionChanged
+	}
+	s.Quality = &q
+	return nil
+}
+
+func (c *fakeClaims) quality(id string) *domain.Quality {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[id].Quality
+}
+
 func (c *fakeClaims) ClaimSession(_ context.Context, id, worker string, now, lease time.Time) (domain.Session, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -151,6 +168,9 @@ type fakeStream struct {
 func (s *fakeStream) Done() <-chan struct{} { return s.done }
 func (s *fakeStream) Stop()                 { s.end(domain.ReasonWorkerDrained) }
 func (s *fakeStream) EndReason() string     { return s.reason }
+func (s *fakeStream) Quality(time.Time) domain.Quality {
+	return domain.Quality{Frames: 250, FirstFrameMS: 300}
+}
 func (s *fakeStream) end(reason string) {
 	s.stopOnce.Do(func() { s.reason = reason; close(s.done) })
 }
@@ -296,6 +316,9 @@ func TestSlotsBoundAdmission(t *testing.T) {
 	if r, _ := h.e.reason("sess_a"); r != domain.ReasonParticipantsLeft {
 		t.Errorf("sess_a end reason: got %q, want %q", r, domain.ReasonParticipantsLeft)
 	}
+	if q := h.c.quality("sess_a"); q == nil || q.Frames != 250 {
+		t.Errorf("sess_a quality: got %+v, want the stream's figures written", q)
+	}
 	h.cancel()
 	h.l.stream("sess_b").end(domain.ReasonParticipantsLeft)
 	h.l.stream("sess_c").end(domain.ReasonParticipantsLeft)
@@ -320,6 +343,7 @@ func TestEndedThroughAPIStopsRendererWithoutFinishing(t *testing.T) {
 	if r, ok := h.e.reason("sess_a"); ok {
 		t.Errorf("the worker finished a session the API ended (reason %q): it would double-end", r)
 	}
+	eventually(t, "quality written on the ended session", func() bool { return h.c.quality("sess_a") != nil })
 	h.cancel()
 	<-h.done
 }

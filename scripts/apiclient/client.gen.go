@@ -42,6 +42,34 @@ type ErrorStructured struct {
 // NextCursor defines model for NextCursor.
 type NextCursor = string
 
+// Quality Extension: what the renderer measured over the session, on ended sessions it served (see the README's quality figures).
+type Quality struct {
+	// BitrateKbps encoded video and audio
+	BitrateKbps float32 `json:"bitrate_kbps"`
+
+	// FirstFrameMs the renderer's claim to its first published frame
+	FirstFrameMs int `json:"first_frame_ms"`
+
+	// Frames frames published (25 a second)
+	Frames int `json:"frames"`
+
+	// LateFrames frames written more than 20 ms after their schedule
+	LateFrames int `json:"late_frames"`
+
+	// LatencyP50Ms audio arrival to the encoded frame showing it, median (0: no speech)
+	LatencyP50Ms float32 `json:"latency_p50_ms"`
+	LatencyP99Ms float32 `json:"latency_p99_ms"`
+
+	// MaxAvSkewMs largest gap between writing a frame's video and its audio
+	MaxAvSkewMs float32 `json:"max_av_skew_ms"`
+
+	// Subscribers the most other participants in the room at once
+	Subscribers int `json:"subscribers"`
+
+	// Underruns frames in which speech under way ran out of audio
+	Underruns int `json:"underruns"`
+}
+
 // Session defines model for Session.
 type Session struct {
 	AspectRatio interface{} `json:"aspect_ratio"`
@@ -56,9 +84,12 @@ type Session struct {
 	EndedAt    *time.Time             `json:"ended_at"`
 	Expiration *time.Time             `json:"expiration"`
 	Metadata   map[string]interface{} `json:"metadata"`
-	SessionId  string                 `json:"session_id"`
-	StartedAt  *time.Time             `json:"started_at"`
-	Status     interface{}            `json:"status"`
+
+	// Quality Extension: what the renderer measured over the session, on ended sessions it served (see the README's quality figures).
+	Quality   *Quality    `json:"quality,omitempty"`
+	SessionId string      `json:"session_id"`
+	StartedAt *time.Time  `json:"started_at"`
+	Status    interface{} `json:"status"`
 }
 
 // Timestamp defines model for Timestamp.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -194,17 +195,17 @@ func TestNothingPointsOutsideTheClone(t *testing.T) {
 	if err != nil {
 		t.Skipf("git ls-files: %v (not a git checkout)", err)
 	}
-	outside := []string{"../" + "shared/", "../" + ".library"}
+	// One level up from the root, not ../../shared/ from a subfolder
+	// (which is this repository's own shared/).
+	outside := regexp.MustCompile(`(?:^|[^./])\.\./(?:shared/|\.library)`)
 	var bad []string
 	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
 		data, err := os.ReadFile(filepath.Join(root, name))
 		if err != nil || len(data) > 4<<20 || slices.Contains(data, 0) {
 			continue // deleted in the work tree, large data, or binary
 		}
-		for _, o := range outside {
-			if strings.Contains(string(data), o) {
-				bad = append(bad, name+" names "+o)
-			}
+		if m := outside.Find(data); m != nil {
+			bad = append(bad, name+" names "+strings.TrimLeft(string(m), " \t\n\"'`("))
 		}
 	}
 	if len(bad) > 0 {

@@ -52,6 +52,8 @@ type Session struct {
 	ReservedMinutes int
 	EndReason       string
 	Billing         *Billing
+	// Quality is what the renderer measured, once it left the room.
+	Quality *Quality
 	// Sessions the service started in a room it created carry where they
 	// came from: the agent (its voice-agent settings), the link, and the
 	// room's name.

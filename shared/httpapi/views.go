@@ -34,6 +34,9 @@ type sessionView struct {
 	// EndReason says why an ended session ended (ended_by_caller,
 	// participants_left, expired, avatar_rejected: no face found, ...).
 	EndReason string `json:"end_reason,omitempty"`
+	// Quality (an extension) is what the renderer measured, on ended
+	// sessions a renderer served.
+	Quality *domain.Quality `json:"quality,omitempty"`
 }
 
 func viewSession(s domain.Session, now time.Time) sessionView {
@@ -46,7 +49,7 @@ func viewSession(s domain.Session, now time.Time) sessionView {
 		v.Metadata = map[string]any{}
 	}
 	if s.Status == domain.StatusEnded {
-		v.Billing, v.EndReason = s.Billing, s.EndReason
+		v.Billing, v.EndReason, v.Quality = s.Billing, s.EndReason, s.Quality
 	}
 	return v
 }

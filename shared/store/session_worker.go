@@ -60,6 +60,21 @@ func (s *Store) ReportPersonJoined(ctx context.Context, id, workerID string, at 
 		Set("person_joined_at", formatTime(at)).If("attribute_not_exists($)", "person_joined_at"), workerID, "report first person")
 }
 
+// ReportQuality writes what workerID measured over the session, once,
+// whether the session is still started (the renderer reports before it
+// ends the session) or already ended (by the caller or the reaper).
+func (s *Store) ReportQuality(ctx context.Context, id, workerID string, q domain.Quality) error {
+	err := s.sessions.Update("session_id", id).Set("quality", q).
+		If("$ = ? AND attribute_not_exists($)", "worker_id", workerID, "quality").Run(ctx)
+	if dynamo.IsCondCheckFailed(err) {
+		return ErrSessionChanged
+	}
+	if err != nil {
+		return unavailable(err, "report quality")
+	}
+	return nil
+}
+
 // Heartbeat extends workerID's lease on a session. ErrSessionChanged means
 // the session is no longer this worker's to run (the caller ended it, or the
 // reaper took it): the renderer must stop.

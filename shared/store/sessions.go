@@ -55,6 +55,7 @@ type sessionItem struct {
 	RunningUser string          `dynamo:"running_user,omitempty"`
 	EndReason   string          `dynamo:"end_reason,omitempty"`
 	Billing     *domain.Billing `dynamo:"billing,omitempty"`
+	Quality     *domain.Quality `dynamo:"quality,omitempty"`
 	AgentID     string          `dynamo:"agent_id,omitempty"`
 	LinkID      string          `dynamo:"link_id,omitempty"`
 	RoomName    string          `dynamo:"room_name,omitempty"`
@@ -73,7 +74,7 @@ func toSessionItem(s domain.Session) sessionItem {
 		Expiration: formatTime(s.Expiration), WSURI: s.WSURI, JobEnqueuedAt: formatTime(s.JobEnqueuedAt),
 		JobDeadline: formatTime(s.JobDeadline), WorkerID: s.WorkerID, LeaseUntil: formatTime(s.LeaseUntil), JoiningAt: formatTime(s.JoiningAt),
 		ServedAt: formatTime(s.ServedAt), PersonJoinedAt: formatTime(s.PersonJoinedAt), ReservedMinutes: s.ReservedMinutes,
-		EndReason: s.EndReason, Billing: s.Billing,
+		EndReason: s.EndReason, Billing: s.Billing, Quality: s.Quality,
 		AgentID: s.AgentID, LinkID: s.LinkID, RoomName: s.RoomName, VoiceID: s.VoiceID, Transcription: s.Transcription,
 	}
 }
@@ -88,7 +89,7 @@ func (it sessionItem) domain() domain.Session {
 		Expiration: parseTime(it.Expiration), WSURI: it.WSURI, JobEnqueuedAt: parseTime(it.JobEnqueuedAt),
 		JobDeadline: parseTime(it.JobDeadline), WorkerID: it.WorkerID, LeaseUntil: parseTime(it.LeaseUntil), JoiningAt: parseTime(it.JoiningAt),
 		ServedAt: parseTime(it.ServedAt), PersonJoinedAt: parseTime(it.PersonJoinedAt), ReservedMinutes: it.ReservedMinutes,
-		EndReason: it.EndReason, Billing: it.Billing,
+		EndReason: it.EndReason, Billing: it.Billing, Quality: it.Quality,
 		AgentID: it.AgentID, LinkID: it.LinkID, RoomName: it.RoomName, VoiceID: it.VoiceID, Transcription: it.Transcription,
 	}
 }
