@@ -47,28 +47,24 @@ else
 fi
 
 command -v go >/dev/null 2>&1 || { echo "setup: go is required (see go.mod for the version)" >&2; exit 1; }
-bin=.local/bin/livekit-server
-if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$LIVEKIT_VERSION"; then
-  say "livekit-server $LIVEKIT_VERSION present"
-else
-  say "building livekit-server v$LIVEKIT_VERSION with go install (2-3 minutes the first time)"
+# go_tool NAME VERSION VERSION_FLAG PACKAGE: build a pinned Go command into
+# .local/bin/NAME unless that version is there.
+go_tool() {
+  local name=$1 version=$2 flag=$3 pkg=$4 bin=.local/bin/$1 tmp
+  if [ -x "$bin" ] && "$bin" "$flag" 2>/dev/null | grep -q "$version"; then
+    say "$name $version present"
+    return
+  fi
+  say "building $name v$version with go install"
   mkdir -p .local/bin
   tmp=$(mktemp -d)
-  GOBIN="$tmp" go install "github.com/livekit/livekit-server/cmd/server@v$LIVEKIT_VERSION"
-  mv "$tmp/server" "$bin"
+  GOBIN="$tmp" go install "$pkg@v$version"
+  mv "$tmp/$(basename "${pkg%%@*}")" "$bin"
   rm -rf "$tmp"
-fi
+}
+# livekit-server takes 2-3 minutes to build the first time.
+go_tool livekit-server "$LIVEKIT_VERSION" --version github.com/livekit/livekit-server/cmd/server
 # oapi-codegen generates scripts/apiclient from the API reference; its test
 # checks the committed client is what this pinned version makes.
-gen=.local/bin/oapi-codegen
-if [ -x "$gen" ] && "$gen" -version 2>/dev/null | grep -q "v$OAPI_CODEGEN_VERSION"; then
-  say "oapi-codegen $OAPI_CODEGEN_VERSION present"
-else
-  say "building oapi-codegen v$OAPI_CODEGEN_VERSION with go install"
-  mkdir -p .local/bin
-  tmp=$(mktemp -d)
-  GOBIN="$tmp" go install "github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v$OAPI_CODEGEN_VERSION"
-  mv "$tmp/oapi-codegen" "$gen"
-  rm -rf "$tmp"
-fi
+go_tool oapi-codegen "$OAPI_CODEGEN_VERSION" -version github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
 say "ready"

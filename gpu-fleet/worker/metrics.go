@@ -41,25 +41,15 @@ type emfDirective struct {
 
 // Publish writes one line with the worker's slots now.
 func (m *Metrics) Publish(at time.Time, slots, free int) error {
-	line := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": at.UnixMilli(),
-			"CloudWatchMetrics": []emfDirective{{
-				Namespace:  m.Namespace,
-				Dimensions: [][]string{{"AutoScalingGroupName"}},
-				Metrics: []emfMetric{
-					{Name: "FreeSlots", Unit: "Count"},
-					{Name: "RunningSessions", Unit: "Count"},
-					{Name: "SlotUtilization", Unit: "Percent"},
-				},
-			}},
-		},
-		"AutoScalingGroupName": m.GroupName,
-		"FreeSlots":            free,
-		"RunningSessions":      slots - free,
-		"SlotUtilization":      100 * float64(slots-free) / float64(max(slots, 1)),
-	}
-	return m.write(line)
+	return m.write(at, []emfMetric{
+		{Name: "FreeSlots", Unit: "Count"},
+		{Name: "RunningSessions", Unit: "Count"},
+		{Name: "SlotUtilization", Unit: "Percent"},
+	}, map[string]any{
+		"FreeSlots":       free,
+		"RunningSessions": slots - free,
+		"SlotUtilization": 100 * float64(slots-free) / float64(max(slots, 1)),
+	})
 }
 
 // PublishQuality writes one line with a finished session's quality
@@ -70,33 +60,39 @@ func (m *Metrics) PublishQuality(at time.Time, q domain.Quality) error {
 	if q.Frames > 0 {
 		lateRatio = 100 * float64(q.LateFrames) / float64(q.Frames)
 	}
-	return m.write(map[string]any{
+	return m.write(at, []emfMetric{
+		{Name: "SessionFirstFrame", Unit: "Milliseconds"},
+		{Name: "SessionLateFrames", Unit: "Percent"},
+		{Name: "SessionLatencyP99", Unit: "Milliseconds"},
+		{Name: "SessionUnderruns", Unit: "Count"},
+		{Name: "SessionAVSkew", Unit: "Milliseconds"},
+		{Name: "SessionBitrate", Unit: "Kilobits/Second"},
+	}, map[string]any{
+		"SessionFirstFrame": q.FirstFrameMS,
+		"SessionLateFrames": lateRatio,
+		"SessionLatencyP99": q.LatencyP99MS,
+		"SessionUnderruns":  q.Underruns,
+		"SessionAVSkew":     q.MaxAVSkewMS,
+		"SessionBitrate":    q.BitrateKbps,
+	})
+}
+
+// write emits one EMF line: metrics' values, per AutoScalingGroupName.
+func (m *Metrics) write(at time.Time, metrics []emfMetric, values map[string]any) error {
+	line := map[string]any{
 		"_aws": map[string]any{
 			"Timestamp": at.UnixMilli(),
 			"CloudWatchMetrics": []emfDirective{{
 				Namespace:  m.Namespace,
 				Dimensions: [][]string{{"AutoScalingGroupName"}},
-				Metrics: []emfMetric{
-					{Name: "SessionFirstFrame", Unit: "Milliseconds"},
-					{Name: "SessionLateFrames", Unit: "Percent"},
-					{Name: "SessionLatencyP99", Unit: "Milliseconds"},
-					{Name: "SessionUnderruns", Unit: "Count"},
-					{Name: "SessionAVSkew", Unit: "Milliseconds"},
-					{Name: "SessionBitrate", Unit: "Kilobits/Second"},
-				},
+				Metrics:    metrics,
 			}},
 		},
 		"AutoScalingGroupName": m.GroupName,
-		"SessionFirstFrame":    q.FirstFrameMS,
-		"SessionLateFrames":    lateRatio,
-		"SessionLatencyP99":    q.LatencyP99MS,
-		"SessionUnderruns":     q.Underruns,
-		"SessionAVSkew":        q.MaxAVSkewMS,
-		"SessionBitrate":       q.BitrateKbps,
-	})
-}
-
-func (m *Metrics) write(line map[string]any) error {
+	}
+	for k, v := range values {
+		line[k] = v
+	}
 	b, err := json.Marshal(line)
 	if err != nil {
 		return err
