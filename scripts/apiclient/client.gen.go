@@ -44,7 +44,7 @@ type NextCursor = string
 
 // Quality Extension: what the renderer measured over the session, on ended sessions it served (see the README's quality figures).
 type Quality struct {
-	// BitrateKbps encoded video and audio
+	// BitrateKbps encoded video and audio, averaged
 	BitrateKbps float32 `json:"bitrate_kbps"`
 
 	// FirstFrameMs the renderer's claim to its first published frame

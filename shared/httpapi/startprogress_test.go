@@ -84,4 +84,24 @@ func TestStartProgress(t *testing.T) {
 			t.Errorf("served: got stage=%v Retry-After=%q, want neither", m["stage"], res.Header.Get("Retry-After"))
 		}
 	})
+
+	t.Run("an ended session shows its renderer's quality figures", func(t *testing.T) {
+		if res := call(t, "POST", "/v1/sessions/"+id+"/end", key, nil); res.Status != http.StatusOK {
+			t.Fatalf("end: %d %s", res.Status, res.Body)
+		}
+		q := domain.Quality{FirstFrameMS: 240, Frames: 1500, LateFrames: 2, LatencyP50MS: 41.5, LatencyP99MS: 60.2,
+			MaxAVSkewMS: 2.7, BitrateKbps: 795.1, Subscribers: 2}
+		if err := stack.App.Store.ReportQuality(ctx, id, "test-worker", q); err != nil {
+			t.Fatal(err)
+		}
+		if err := stack.App.Store.ReportQuality(ctx, id, "test-worker", domain.Quality{}); err == nil {
+			t.Error("a second quality report was taken, want it refused")
+		}
+		res := call(t, "GET", "/v1/sessions/"+id, key, nil)
+		checkAgainstSpec(t, "GET", "/v1/sessions/"+id, res)
+		got, _ := dig(res.JSON(t), "session", "quality").(map[string]any)
+		if got["frames"] != 1500.0 || got["latency_p99_ms"] != 60.2 || got["subscribers"] != 2.0 {
+			t.Errorf("quality: got %v, want %+v", got, q)
+		}
+	})
 }
