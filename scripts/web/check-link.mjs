@@ -39,7 +39,7 @@ try {
   } else {
     await page.waitForFunction(() => window.linkStats?.state === 'live' && window.linkStats.framesDecoded > 5, null, { timeout: 45000 });
     const before = await page.evaluate(() => window.linkStats.framesDecoded);
-    await page.waitForFunction(() => window.linkStats.mic !== '', null, { timeout: 15000 });
+    await page.waitForFunction(() => window.linkStats.mic !== '', null, { timeout: 30000 });
     const micPublished = await page.evaluate(() => window.linkStats.mic === 'on' && !document.getElementById('controls').hidden);
     await page.waitForTimeout(3000);
     const after = await page.evaluate(() => ({ ...window.linkStats }));
@@ -73,7 +73,7 @@ try {
     const talk = await page.evaluate(() => ({ captions: window.linkStats.captions, avatarLoudMs: window.linkStats.avatarLoudMs }));
     if (screenshot) await page.screenshot({ path: screenshot });
     await page.click('#end');
-    await page.waitForFunction(() => window.linkStats.state === 'ended', null, { timeout: 15000 });
+    await page.waitForFunction(() => window.linkStats.state === 'ended', null, { timeout: 30000 });
     const shown = await page.evaluate(() => document.getElementById('message')?.textContent);
     console.log(JSON.stringify({ sessionId: after.sessionId, frames0: before, frames1: after.framesDecoded, micPublished, shown, talked, bargedIn, notice, ...talk }));
   }
