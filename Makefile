@@ -35,9 +35,10 @@ lint:
 	$(GO) vet ./...
 	$(GO) build -tags xray ./shared/app
 
-## bench: API latency vs raw DynamoDB, PUT start to ws_uri and to video, speech to mouth motion per path, then the renderer benchmarks
+## bench: API latency vs raw DynamoDB, webhook delivery latency, PUT start to ws_uri and to video, speech to mouth motion per path, then the renderer benchmarks
 bench: setup
 	$(GO) run ./scripts/apibench
+	$(GO) run ./scripts/webhook-bench -n 50
 	$(GO) run ./scripts/startbench -n 30
 	$(GO) run ./scripts/lipsync-bench -n 30
 	$(GO) run ./scripts/talk-bench -rounds 2

@@ -23,9 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"avatarsvc/gpu-fleet/netguard"
 	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/netguard"
 )
 
 // ObjectGetter reads media bucket objects (*s3.Client).

@@ -17,11 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"avatarsvc/gpu-fleet/netguard"
 	"avatarsvc/gpu-fleet/testfiles"
 	"avatarsvc/scripts/localstack"
 	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/netguard"
 )
 
 // The https paths (forbidden addresses, redirects, a 50 MB body, a faceless

@@ -64,7 +64,10 @@ type Config struct {
 	// ws_uri's client and the room (DefaultExpiryWarning when zero;
 	// negative: never).
 	ExpiryWarning time.Duration
-	Logger        *slog.Logger
+	// OnExpiring, when set, is told of the warning too (the worker
+	// publishes the session.expiring webhook); it must not block.
+	OnExpiring func(expiresAt time.Time, secondsLeft int)
+	Logger     *slog.Logger
 }
 
 // DefaultExpiryWarning: a minute lets a caller wrap up, or extend.
@@ -88,8 +91,9 @@ type Session struct {
 	video    *vp8.Encoder
 	audio    *opus.Encoder
 
-	expiresAt time.Time
-	warnAt    time.Time // zero: no warning
+	expiresAt  time.Time
+	warnAt     time.Time // zero: no warning
+	onExpiring func(expiresAt time.Time, secondsLeft int)
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -110,12 +114,13 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	log = log.With("session_id", cfg.SessionID)
 	s := &Session{
-		id:        cfg.SessionID,
-		log:       log,
-		buffer:    playout.New(cfg.MaxBuffered),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
-		expiresAt: cfg.Room.ExpiresAt,
+		id:         cfg.SessionID,
+		log:        log,
+		buffer:     playout.New(cfg.MaxBuffered),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		expiresAt:  cfg.Room.ExpiresAt,
+		onExpiring: cfg.OnExpiring,
 	}
 	if warning := cmp.Or(cfg.ExpiryWarning, DefaultExpiryWarning); warning > 0 && !s.expiresAt.IsZero() {
 		s.warnAt = s.expiresAt.Add(-warning)
@@ -228,6 +233,9 @@ func (s *Session) warnExpiring() {
 	payload, _ := json.Marshal(w)
 	if err := s.room.SendData(ExpiringTopic, payload); err != nil {
 		s.log.Warn("expiry warning into the room", "err", err)
+	}
+	if s.onExpiring != nil {
+		s.onExpiring(s.expiresAt, w.SecondsLeft)
 	}
 	s.log.Info("session expiring", "expires_at", w.ExpiresAt, "seconds_left", w.SecondsLeft)
 }

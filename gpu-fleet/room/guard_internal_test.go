@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"avatarsvc/gpu-fleet/netguard"
+	"avatarsvc/shared/netguard"
 )
 
 // The filter's rules on the strings a room server sends, under a policy

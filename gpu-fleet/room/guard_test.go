@@ -17,10 +17,10 @@ import (
 	"github.com/livekit/protocol/livekit"
 	"google.golang.org/protobuf/proto"
 
-	"avatarsvc/gpu-fleet/netguard"
 	"avatarsvc/gpu-fleet/room"
 	"avatarsvc/scripts/localstack"
 	lkapi "avatarsvc/shared/livekit"
+	"avatarsvc/shared/netguard"
 )
 
 // The policy of these tests allows the room server's address, 127.0.0.1,

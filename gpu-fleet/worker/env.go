@@ -26,10 +26,10 @@ import (
 
 	"avatarsvc/gpu-fleet/audiows"
 	"avatarsvc/gpu-fleet/avatarsource"
-	"avatarsvc/gpu-fleet/netguard"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/shared/backend"
 	"avatarsvc/shared/jobs"
+	"avatarsvc/shared/netguard"
 )
 
 // Settings is a worker process's configuration, read from the environment
@@ -204,6 +204,7 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 		GracePeriod:   s.GracePeriod,
 		JoinTimeout:   s.JoinTimeout,
 		ExpiryWarning: s.ExpiryWarning,
+		Events:        a.Events,
 		Agents:        a.Store,
 		Progress:      a.Store,
 		Remote: &ElevenLabsAgents{BaseURL: s.ElevenLabsBaseURL, SecretID: s.ElevenLabsKeySecret,
@@ -215,6 +216,7 @@ func Start(ctx context.Context, s Settings, log *slog.Logger, metrics io.Writer)
 	}
 	cfg := s.Worker
 	cfg.Log = log
+	cfg.Events = a.Events
 	if metrics != nil {
 		cfg.Metrics = NewMetrics(metrics, s.MetricsNamespace, s.GroupName)
 	}

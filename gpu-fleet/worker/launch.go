@@ -20,6 +20,7 @@ import (
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/store"
 	"avatarsvc/shared/voices"
+	"avatarsvc/shared/webhooks"
 )
 
 // AvatarLoader fetches, decodes and face-checks a session's avatar
@@ -69,6 +70,8 @@ type RoomLauncher struct {
 	GracePeriod, JoinTimeout time.Duration
 	// ExpiryWarning: see rendersession.Config (default there).
 	ExpiryWarning time.Duration
+	// Events publishes session.expiring with the warning; nil: none.
+	Events EventPublisher
 	// Agents and Remote give sessions in rooms the service made (links,
 	// rooms/initiate) their conversation; see conversationFor.
 	Agents Agents
@@ -150,6 +153,7 @@ func (l *RoomLauncher) Launch(ctx context.Context, sess domain.Session) (Stream,
 		Audio:         l.Audio,
 		Conversation:  talk,
 		ExpiryWarning: l.ExpiryWarning,
+		OnExpiring:    l.expiring(sess),
 		Logger:        log,
 	})
 	if err != nil {
@@ -312,4 +316,17 @@ func endReasonOf(r room.EndReason) string {
 		return domain.ReasonWorkerDrained // only the worker stops a stream, and only when draining
 	}
 	return domain.ReasonRendererFailed
+}
+
+// expiring publishes a session's session.expiring webhook event, off the
+// frame clock's goroutine.
+func (l *RoomLauncher) expiring(sess domain.Session) func(time.Time, int) {
+	if l.Events == nil {
+		return nil
+	}
+	return func(expiresAt time.Time, secondsLeft int) {
+		go func() {
+			_ = l.Events.Publish(context.Background(), sess.UserID, webhooks.SessionExpiring(sess, expiresAt, secondsLeft, time.Now()))
+		}()
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/store"
+	"avatarsvc/shared/webhooks"
 )
 
 // Queue is the session-start queue (*jobs.Consumer).
@@ -74,6 +75,11 @@ type Stream interface {
 	Quality(claimedAt time.Time) domain.Quality
 }
 
+// EventPublisher queues lifecycle webhook events (*webhooks.Publisher).
+type EventPublisher interface {
+	Publish(ctx context.Context, userID string, ev webhooks.Event) error
+}
+
 // LifecycleHook completes the autoscaling termination hook once the worker
 // is empty (*ASGHook); nil outside an autoscaling group.
 type LifecycleHook interface {
@@ -113,9 +119,12 @@ type Config struct {
 	// MetricsEvery: how often free slots are published (10 s; <0: never).
 	MetricsEvery time.Duration
 	Metrics      *Metrics
-	Lifecycle    LifecycleHook
-	Now          func() time.Time
-	Log          *slog.Logger
+	// Events publishes session.started once ws_uri is reported
+	// (*webhooks.Publisher); nil: none.
+	Events    EventPublisher
+	Lifecycle LifecycleHook
+	Now       func() time.Time
+	Log       *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -392,6 +401,10 @@ func (w *Worker) serve(sess domain.Session, claimedAt time.Time) {
 		return
 	}
 	log.Info("serving", "ws_uri", wsURI)
+	if w.cfg.Events != nil {
+		// After the report committed; the publisher logs its own failure.
+		_ = w.cfg.Events.Publish(context.Background(), sess.UserID, webhooks.SessionStarted(sess, wsURI, w.cfg.Now()))
+	}
 	reason := w.supervise(sess, stream, leaseLost, log)
 	w.reportQuality(sess, stream.Quality(claimedAt), log)
 	if reason != "" {

@@ -29,6 +29,7 @@ import (
 	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/jobs"
 )
 
 func main() {
@@ -246,6 +247,8 @@ func runStack(ctx context.Context, root string, c config, out io.Writer) error {
 	go func() { workerDone <- wp.Run(workerCtx) }()
 	// The reaper, every 10 s here (a one-minute EventBridge schedule in AWS).
 	go a.Reaper.Loop(ctx, 10*time.Second)
+	// Webhook deliveries (the webhook-deliver function's SQS trigger in AWS).
+	go a.Deliverer.Run(ctx, jobs.NewConsumer(a.SQS, a.Config.WebhookQueueURL, 20*time.Second))
 
 	// The viewer and link pages, bundled from infra/web.
 	webDir := filepath.Join(local, "web")
@@ -334,7 +337,7 @@ The avatar service is running (Ctrl-C drains the worker and stops everything).
   live key     %[2]s
   test key     %[3]s
   LiveKit      %[4]s   key %[5]s / secret in .local/dev.json
-  worker       ws_uri on ws://%[7]s, reaper every 10 s
+  worker       ws_uri on ws://%[7]s, reaper every 10 s, webhook deliveries from the queue
   viewer page  http://%[8]s/viewer/       link page  http://%[8]s/link/
   settings     .local/dev.json     logs: %[6]s
 

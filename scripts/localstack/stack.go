@@ -43,5 +43,8 @@ func LocalEnv(s3Endpoint, linkPage string, lk *LiveKit) map[string]string {
 		"MEDIA_BASE_URL": s3Endpoint, "LINK_PAGE_URL": linkPage,
 		"FFMPEG_PATH": "ffmpeg", // from PATH (setup.sh installs Debian's)
 		"LIVEKIT_URL": lk.URL, "LIVEKIT_API_KEY": lk.APIKey, "LIVEKIT_API_SECRET": lk.APISecret,
+		// Webhook endpoints may be http://127.0.0.1 here (receivers on
+		// this machine); in AWS only public https ones.
+		"WEBHOOK_ALLOW_PREFIXES": "127.0.0.1/32",
 	}
 }

@@ -56,6 +56,9 @@ var wantTables = []wantTable{
 	{logicalID: "AgentsTable", hash: "agent_id", byUser: true, ttl: "ttl"},
 	{logicalID: "LinksTable", hash: "link_id", byUser: true, ttl: "ttl"},
 	{logicalID: "CountersTable", hash: "name"},
+	{logicalID: "WebhooksTable", hash: "webhook_id", byUser: true},
+	{logicalID: "WebhookDeliveriesTable", hash: "delivery_id", ttl: "ttl",
+		extraGSIs: []string{"by-webhook: HASH webhook_id, RANGE delivery_id ALL"}},
 }
 
 func keyString(ks []ddbtypes.KeySchemaElement) string {

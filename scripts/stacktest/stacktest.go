@@ -22,6 +22,7 @@ import (
 	"avatarsvc/shared/avatarimage"
 	"avatarsvc/shared/avatars"
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/webhooks"
 )
 
 // Clock is a settable clock shared by the app under test, or the real
@@ -219,19 +220,23 @@ func (s *Stack) NewAccount(ctx context.Context, plan string) (Account, error) {
 // Serve does what a renderer worker does once it joined a session's room:
 // claim the session and report its ws_uri, and in a room the service made
 // report that a person is there, so the session bills like a served one.
-// API tests that run no worker use it; the lease is long so the test clock
-// can move freely.
+// Like the worker, it then publishes session.started to the account's
+// webhooks. API tests that run no worker use it; the lease is long so the
+// test clock can move freely.
 func (s *Stack) Serve(ctx context.Context, sessionID string) error {
 	now := s.Clock.Now()
 	sess, err := s.App.Store.ClaimSession(ctx, sessionID, "test-worker", now, now.Add(24*time.Hour))
 	if err != nil {
 		return fmt.Errorf("claim %s: %w", sessionID, err)
 	}
-	if err := s.App.Store.ReportServing(ctx, sessionID, "test-worker", "ws://127.0.0.1:1/ws/"+sessionID, now); err != nil {
+	wsURI := "ws://127.0.0.1:1/ws/" + sessionID
+	if err := s.App.Store.ReportServing(ctx, sessionID, "test-worker", wsURI, now); err != nil {
 		return err
 	}
 	if sess.Hosted() {
-		return s.App.Store.ReportPersonJoined(ctx, sessionID, "test-worker", now)
+		if err := s.App.Store.ReportPersonJoined(ctx, sessionID, "test-worker", now); err != nil {
+			return err
+		}
 	}
-	return nil
+	return s.App.Events.Publish(ctx, sess.UserID, webhooks.SessionStarted(sess, wsURI, now))
 }

@@ -22,6 +22,7 @@ import (
 	"avatarsvc/shared/ratelimit"
 	"avatarsvc/shared/reaper"
 	"avatarsvc/shared/roomhost"
+	"avatarsvc/shared/webhooks"
 )
 
 // Config is the backend's configuration plus the API's own settings.
@@ -85,7 +86,10 @@ type App struct {
 	Links    *links.Service
 	Accounts *accounts.Service
 	Reaper   *reaper.Reaper
-	Deps     httpapi.Deps
+	// Deliverer sends the queued webhook deliveries (the webhook-deliver
+	// function in AWS; a goroutine in the local stack).
+	Deliverer *webhooks.Deliverer
+	Deps      httpapi.Deps
 }
 
 // New wires an App. now is the clock; log receives JSON logs.
@@ -106,18 +110,21 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 	svc.UseAvatars(avatarSvc)
 	agentSvc := agents.New(st, avatarSvc, now)
 	var roomHost roomhost.RoomHost
-	var webhooks httpapi.WebhookVerifier
+	var livekitWebhooks httpapi.WebhookVerifier
 	if b.Rooms != nil { // a nil *livekit.Client in an interface would not read as nil
-		roomHost, webhooks = b.Rooms, b.Rooms
+		roomHost, livekitWebhooks = b.Rooms, b.Rooms
 	}
 	hosting := roomhost.New(svc, agentSvc, avatarSvc, roomHost, c.DefaultAvatar, log)
 	linkSvc := links.New(st, agentSvc, avatarSvc, svc, hosting, c.LinkPageURL, now)
+	linkSvc.UseEvents(b.Events)
 	return &App{
 		Backend: b, Config: c, Avatars: avatarSvc, Agents: agentSvc, Links: linkSvc,
 		Accounts: accounts.New(st, now), Reaper: reaper.New(st, svc, reaper.DefaultPolicy, now, log),
+		Deliverer: webhooks.NewDeliverer(st, b.WebhookQueue, now, log, webhooks.DelivererOptions{Policy: c.WebhookPolicy}),
 		Deps: httpapi.Deps{
 			Sessions: svc, Avatars: avatarSvc, Agents: agentSvc, Links: linkSvc,
-			RoomHost: hosting, Webhooks: webhooks,
+			RoomHost: hosting, LiveKitWebhooks: livekitWebhooks,
+			Webhooks:      webhooks.NewService(st, b.WebhookQueue, c.WebhookPolicy, now),
 			Authenticator: auth.New(st), Limiter: ratelimit.New(st, now), Log: log, Now: now,
 		},
 	}, nil

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -21,8 +22,10 @@ import (
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/livekit"
 	"avatarsvc/shared/media"
+	"avatarsvc/shared/netguard"
 	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/store"
+	"avatarsvc/shared/webhooks"
 )
 
 // Config is read from the environment (template.yaml and the renderer
@@ -44,6 +47,19 @@ type Config struct {
 	// rooms/initiate): LIVEKIT_URL, LIVEKIT_API_KEY, LIVEKIT_API_SECRET.
 	// Empty: those endpoints answer that no room platform is configured.
 	LiveKitURL, LiveKitAPIKey, LiveKitAPISecret string
+	// WebhookQueueURL is the queue of lifecycle webhook deliveries
+	// (shared/webhooks); WebhookPolicy says where their endpoints may be
+	// (WEBHOOK_ALLOW_PREFIXES: the local stack allows 127.0.0.1).
+	WebhookQueueURL string
+	WebhookPolicy   netguard.Policy
+}
+
+func prefixList(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
 }
 
 // ConfigFromEnv reads Config; every table, the queue and the bucket must be named.
@@ -55,7 +71,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			Sessions: getenv("SESSIONS_TABLE"), RateLimits: getenv("RATE_LIMITS_TABLE"),
 			Avatars: getenv("AVATARS_TABLE"), Agents: getenv("AGENTS_TABLE"), Links: getenv("LINKS_TABLE"),
 			Counters: getenv("COUNTERS_TABLE"),
+			Webhooks: getenv("WEBHOOKS_TABLE"), WebhookDeliveries: getenv("WEBHOOK_DELIVERIES_TABLE"),
 		},
+		WebhookQueueURL:  getenv("WEBHOOK_QUEUE_URL"),
 		LiveKitURL:       getenv("LIVEKIT_URL"),
 		LiveKitAPIKey:    getenv("LIVEKIT_API_KEY"),
 		LiveKitAPISecret: getenv("LIVEKIT_API_SECRET"),
@@ -69,6 +87,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("ROOM_PLATFORMS"); v != "" {
 		c.RoomPlatforms = strings.Split(v, ",")
 	}
+	var err error
+	if c.WebhookPolicy.AllowPrefixes, err = netguard.ParsePrefixes(getenv("WEBHOOK_ALLOW_PREFIXES")); err != nil {
+		return c, fmt.Errorf("WEBHOOK_ALLOW_PREFIXES: %w", err)
+	}
 	if c.Region == "" {
 		c.Region = "us-east-1"
 	}
@@ -76,7 +98,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		"USERS_TABLE": c.Tables.Users, "API_KEYS_TABLE": c.Tables.APIKeys, "SESSIONS_TABLE": c.Tables.Sessions,
 		"RATE_LIMITS_TABLE": c.Tables.RateLimits, "SESSION_QUEUE_URL": c.QueueURL, "MEDIA_BUCKET": c.MediaBucket,
 		"AVATARS_TABLE": c.Tables.Avatars, "AGENTS_TABLE": c.Tables.Agents, "LINKS_TABLE": c.Tables.Links,
-		"COUNTERS_TABLE": c.Tables.Counters,
+		"COUNTERS_TABLE": c.Tables.Counters, "WEBHOOKS_TABLE": c.Tables.Webhooks,
+		"WEBHOOK_DELIVERIES_TABLE": c.Tables.WebhookDeliveries, "WEBHOOK_QUEUE_URL": c.WebhookQueueURL,
 	} {
 		if v == "" {
 			return c, fmt.Errorf("environment variable %s is not set", name)
@@ -95,7 +118,9 @@ func (c Config) Env() []string {
 		"AWS_ENDPOINT_URL_DYNAMODB=" + c.DynamoDBEndpoint, "AWS_ENDPOINT_URL_SQS=" + c.SQSEndpoint,
 		"AWS_ENDPOINT_URL_S3=" + c.S3Endpoint, "ROOM_PLATFORMS=" + strings.Join(c.RoomPlatforms, ","),
 		"AVATARS_TABLE=" + c.Tables.Avatars, "AGENTS_TABLE=" + c.Tables.Agents, "LINKS_TABLE=" + c.Tables.Links,
-		"COUNTERS_TABLE=" + c.Tables.Counters,
+		"COUNTERS_TABLE=" + c.Tables.Counters, "WEBHOOKS_TABLE=" + c.Tables.Webhooks,
+		"WEBHOOK_DELIVERIES_TABLE=" + c.Tables.WebhookDeliveries, "WEBHOOK_QUEUE_URL=" + c.WebhookQueueURL,
+		"WEBHOOK_ALLOW_PREFIXES=" + prefixList(c.WebhookPolicy.AllowPrefixes),
 		"LIVEKIT_URL=" + c.LiveKitURL, "LIVEKIT_API_KEY=" + c.LiveKitAPIKey, "LIVEKIT_API_SECRET=" + c.LiveKitAPISecret,
 	}
 }
@@ -109,8 +134,12 @@ type Backend struct {
 	Queue    *jobs.Queue
 	Bucket   *media.Bucket
 	Rooms    *livekit.Client // nil without LiveKit settings
-	SQS      *sqs.Client
-	S3       *s3.Client
+	// Events publishes lifecycle webhook events; WebhookQueue carries
+	// their deliveries.
+	Events       *webhooks.Publisher
+	WebhookQueue *webhooks.SQSQueue
+	SQS          *sqs.Client
+	S3           *s3.Client
 }
 
 // New wires a Backend. now is the clock; log receives JSON logs.
@@ -146,10 +175,13 @@ func New(ctx context.Context, c Config, now func() time.Time, log *slog.Logger) 
 	queue := jobs.NewQueue(sqsClient, c.QueueURL)
 	bucket := media.NewBucket(s3Client, c.MediaBucket)
 	svc := sessions.New(st, queue, bucket, now, log, c.RoomPlatforms...)
+	webhookQueue := webhooks.NewSQSQueue(sqsClient, c.WebhookQueueURL)
+	events := webhooks.NewPublisher(st, webhookQueue, now, log)
+	svc.UseEvents(events)
 	lk := livekit.New(c.LiveKitURL, c.LiveKitAPIKey, c.LiveKitAPISecret)
 	if lk != nil { // a nil *livekit.Client in an interface would not read as nil
 		svc.UseRooms(lk)
 	}
 	return &Backend{Config: c, AWS: cfg, Store: st, Sessions: svc, Queue: queue, Bucket: bucket, Rooms: lk,
-		SQS: sqsClient, S3: s3Client}, nil
+		SQS: sqsClient, S3: s3Client, Events: events, WebhookQueue: webhookQueue}, nil
 }

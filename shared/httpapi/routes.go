@@ -17,6 +17,7 @@ import (
 	"avatarsvc/shared/ratelimit"
 	"avatarsvc/shared/roomhost"
 	"avatarsvc/shared/sessions"
+	"avatarsvc/shared/webhooks"
 )
 
 // Prefixes: every route answers under both address forms.
@@ -57,8 +58,11 @@ type Deps struct {
 	Agents   *agents.Service
 	Links    *links.Service
 	RoomHost *roomhost.Service
-	// Webhooks verifies LiveKit's webhooks; nil when no LiveKit is configured.
-	Webhooks      WebhookVerifier
+	// LiveKitWebhooks verifies LiveKit's webhooks; nil when no LiveKit is
+	// configured.
+	LiveKitWebhooks WebhookVerifier
+	// Webhooks are the account's own lifecycle webhooks (an extension).
+	Webhooks      *webhooks.Service
 	Authenticator Authenticator
 	Limiter       Limiter
 	Log           *slog.Logger
@@ -103,7 +107,7 @@ func Routes(d Deps) []Route {
 		{Name: "rooms-initiate", Method: "POST", Path: "/rooms/initiate", Style: structured, Class: ratelimit.SessionStart,
 			handler: handleInitiateRoom(d.RoomHost)},
 		{Name: "livekit-webhook", Method: "POST", Path: "/livekit/webhook", Style: structured, Class: ratelimit.Write, Public: true, Signed: true,
-			handler: handleLiveKitWebhook(d.RoomHost, d.Webhooks)},
+			handler: handleLiveKitWebhook(d.RoomHost, d.LiveKitWebhooks)},
 
 		{Name: "avatars-upload", Method: "POST", Path: "/avatars/upload", Style: plainString, Class: ratelimit.Write,
 			MaxBody: maxUploadBody, handler: handleUploadAvatar(d.Avatars)},
@@ -148,6 +152,25 @@ func Routes(d Deps) []Route {
 			handler: handleDeleteLink(d.Links)},
 		{Name: "links-start-session", Method: "POST", Path: "/links/start-session", Style: structured, Class: ratelimit.SessionStart,
 			Public: true, handler: handleStartViaLink(d.Links, d.Limiter)},
+
+		// Lifecycle webhooks (an extension): endpoints and their delivery log.
+		{Name: "webhooks-create", Method: "POST", Path: "/webhooks", Style: structured, Class: ratelimit.Write,
+			handler: handleCreateWebhook(d.Webhooks)},
+		{Name: "webhooks-list", Method: "GET", Path: "/webhooks", Style: structured, Class: ratelimit.Read,
+			handler: handleListWebhooks(d.Webhooks)},
+		{Name: "webhooks-get", Method: "GET", Path: "/webhooks/{webhook_id}", Style: structured, Class: ratelimit.Read,
+			handler: handleGetWebhook(d.Webhooks)},
+		{Name: "webhooks-update", Method: "PUT", Path: "/webhooks/{webhook_id}", Style: structured, Class: ratelimit.Write,
+			handler: handleUpdateWebhook(d.Webhooks)},
+		{Name: "webhooks-delete", Method: "DELETE", Path: "/webhooks/{webhook_id}", Style: structured, Class: ratelimit.Write,
+			handler: handleDeleteWebhook(d.Webhooks)},
+		{Name: "webhooks-deliveries", Method: "GET", Path: "/webhooks/{webhook_id}/deliveries", Style: structured, Class: ratelimit.Read,
+			handler: handleList("deliveries", func(r *http.Request, user string, p domain.Page) ([]domain.WebhookDelivery, string, error) {
+				return d.Webhooks.Deliveries(r.Context(), user, r.PathValue("webhook_id"), p)
+			}, viewDelivery)},
+		{Name: "webhooks-retry", Method: "POST", Path: "/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", Style: structured,
+			Class: ratelimit.Write, handler: handleRetryDelivery(d.Webhooks)},
+
 		// The link page calls start-session from its own origin: the CORS
 		// preflight is answered by the same function.
 		{Name: "links-start-session", Method: "OPTIONS", Path: "/links/start-session", Style: structured, Class: ratelimit.Read,

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
@@ -81,6 +83,51 @@ func ReaperHandler(ctx context.Context, getenv func(string) string) (func(contex
 // ServeReaper is the reaper function's whole main.
 func ServeReaper() {
 	h, err := ReaperHandler(context.Background(), os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		os.Exit(1)
+	}
+	lambda.Start(h)
+}
+
+// WebhookDeliveryHandler builds the handler of the webhook delivery queue's
+// SQS trigger: each message is one attempt (webhooks.Deliverer.Handle).
+// Messages that fail are reported back one by one (ReportBatchItemFailures),
+// so SQS redelivers only those.
+func WebhookDeliveryHandler(ctx context.Context, getenv func(string) string) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
+	cfg, err := app.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", "webhook-deliver")
+	a, err := app.New(ctx, cfg, time.Now, log)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		var res events.SQSEventResponse
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, m := range ev.Records {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := a.Deliverer.Handle(ctx, m.Body); err != nil {
+					log.WarnContext(ctx, "webhook delivery attempt", "message_id", m.MessageId, "err", err)
+					mu.Lock()
+					res.BatchItemFailures = append(res.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return res, nil
+	}, nil
+}
+
+// ServeWebhookDeliveries is the webhook-deliver function's whole main.
+func ServeWebhookDeliveries() {
+	h, err := WebhookDeliveryHandler(context.Background(), os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "init:", err)
 		os.Exit(1)

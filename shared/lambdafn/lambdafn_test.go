@@ -126,7 +126,7 @@ func TestEventsReplay(t *testing.T) {
 	})
 }
 
-// TestEventsReplayLibrary drives the avatar, agent, link and room functions
+// TestEventsReplayLibrary drives the avatar, agent, link, room and webhook functions
 // through their sample events, each answer feeding the next one's ids.
 func TestEventsReplayLibrary(t *testing.T) {
 	stacktest.SkipShort(t)
@@ -139,7 +139,7 @@ func TestEventsReplayLibrary(t *testing.T) {
 	if _, err := stack.App.Accounts.AllowVoiceAgent(context.Background(), acct.User.ID, "elevenlabs", "agent_123"); err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"API_KEY": acct.LiveKey}
+	vars := map[string]string{"API_KEY": acct.LiveKey, "DELIVERY_ID": "whdl_none"}
 	num := func(v any) string { return strconv.Itoa(int(v.(float64))) }
 	steps := []struct {
 		route  string
@@ -167,6 +167,17 @@ func TestEventsReplayLibrary(t *testing.T) {
 		{"rooms-initiate", 201, nil},
 		{"livekit-webhook", 401, nil}, // the sample is not signed by this stack's LiveKit
 		{"links-delete", 200, nil},
+		// Lifecycle webhooks: events/webhooks-create.json registers an
+		// http://127.0.0.1 endpoint, which the local stack allows.
+		{"webhooks-create", 201, func(b map[string]any) {
+			vars["WEBHOOK_ID"] = b["webhook"].(map[string]any)["webhook_id"].(string)
+		}},
+		{"webhooks-list", 200, nil},
+		{"webhooks-get", 200, nil},
+		{"webhooks-update", 200, nil},
+		{"webhooks-deliveries", 200, nil},
+		{"webhooks-retry", 404, nil}, // DELIVERY_ID names no delivery
+		{"webhooks-delete", 200, nil},
 		{"agents-delete", 200, nil},
 		{"avatars-delete", 200, nil},
 	}

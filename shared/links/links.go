@@ -16,6 +16,7 @@ import (
 	"avatarsvc/shared/roomhost"
 	"avatarsvc/shared/sessions"
 	"avatarsvc/shared/store"
+	"avatarsvc/shared/webhooks"
 )
 
 // Store is the persistence the service needs.
@@ -27,6 +28,12 @@ type Store interface {
 	UpdateLink(ctx context.Context, userID, id string, c store.LinkChanges) (domain.Link, error)
 	DeleteLink(ctx context.Context, userID, id string) error
 	GetAgent(ctx context.Context, userID, id string) (domain.Agent, error)
+	NoticeLinkExhausted(ctx context.Context, id string) (bool, error)
+}
+
+// EventPublisher queues lifecycle webhook events (*webhooks.Publisher).
+type EventPublisher interface {
+	Publish(ctx context.Context, userID string, ev webhooks.Event) error
 }
 
 // Agents shows and makes agents (shared/agents).
@@ -64,6 +71,24 @@ type Service struct {
 	rooms    Hosting
 	pageURL  string // the link page; a link's url is pageURL#<link_id>
 	now      func() time.Time
+	events   EventPublisher
+}
+
+// UseEvents publishes link.exhausted when a link reaches its use limit or
+// is refused as expired.
+func (s *Service) UseEvents(p EventPublisher) { s.events = p }
+
+// exhausted publishes link.exhausted once per exhaustion (the link item
+// remembers it until the owner changes the link). Best effort: a failure
+// is logged by the publisher and never fails the visitor's request.
+func (s *Service) exhausted(ctx context.Context, l domain.Link, reason string) {
+	if s.events == nil {
+		return
+	}
+	if first, err := s.store.NoticeLinkExhausted(ctx, l.ID); err != nil || !first {
+		return
+	}
+	_ = s.events.Publish(ctx, l.UserID, webhooks.LinkExhausted(l, reason, s.now()))
 }
 
 // New returns a Service.
@@ -338,6 +363,12 @@ func (s *Service) Open(ctx context.Context, linkRef, origin string) (domain.Link
 		return domain.Link{}, err
 	}
 	if err := l.CheckUsable(s.now()); err != nil {
+		switch {
+		case errors.Is(err, domain.ErrLinkExpired):
+			s.exhausted(ctx, l, webhooks.LinkExpired)
+		case errors.Is(err, domain.ErrLinkUsedUp):
+			s.exhausted(ctx, l, webhooks.LinkUseLimitReached)
+		}
 		return domain.Link{}, err
 	}
 	if err := l.CheckOrigin(origin); err != nil {
@@ -407,6 +438,12 @@ func (s *Service) Start(ctx context.Context, l domain.Link, aspectRatio string) 
 	}
 	if err != nil {
 		return Started{}, ownerLimit(err)
+	}
+	if l.UseLimit != nil && l.Uses+1 >= *l.UseLimit {
+		// Perhaps the last use: the fresh read says (starts race).
+		if fresh, err := s.store.GetLink(ctx, l.ID); err == nil && fresh.UseLimit != nil && fresh.Uses >= *fresh.UseLimit {
+			s.exhausted(ctx, fresh, webhooks.LinkUseLimitReached)
+		}
 	}
 	if dispatchErr, endErr := s.rooms.DispatchOrEnd(ctx, l.UserID, sessionID, room.Name, ag); dispatchErr != nil {
 		// The session is ended; the visitor may retry.

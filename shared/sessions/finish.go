@@ -7,6 +7,7 @@ import (
 
 	"avatarsvc/shared/domain"
 	"avatarsvc/shared/store"
+	"avatarsvc/shared/webhooks"
 )
 
 // End ends a started session for its owner; ending an ended one repeats.
@@ -77,6 +78,7 @@ func (s *Service) FinishIf(ctx context.Context, userID, id string, ev domain.Eve
 	})
 	if err == nil && endedNow {
 		s.markRoom(ctx, out)
+		s.announce(ctx, out)
 	}
 	return out, err
 }
@@ -93,5 +95,15 @@ func (s *Service) markRoom(ctx context.Context, sess domain.Session) {
 	defer cancel()
 	if err := s.rooms.MarkEnded(ctx, sess.RoomName, sess.EndReason); err != nil {
 		s.log.WarnContext(ctx, "mark the room ended", "session_id", sess.ID, "room", sess.RoomName, "err", err)
+	}
+}
+
+// announce publishes the end to the account's webhooks: session.ended, or
+// session.failed for a start no renderer ever served. After the commit, so
+// a receiver never hears of an end that did not happen; a publish failure
+// is logged by the publisher and does not undo the end.
+func (s *Service) announce(ctx context.Context, sess domain.Session) {
+	if s.events != nil {
+		_ = s.events.Publish(ctx, sess.UserID, webhooks.SessionFinished(sess))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/retry"
 	"avatarsvc/shared/store"
+	"avatarsvc/shared/webhooks"
 )
 
 // Store is the persistence the service needs.
@@ -62,7 +63,17 @@ type Service struct {
 	platforms map[string]bool
 	avatars   Avatars
 	rooms     RoomMarker
+	events    EventPublisher
 }
+
+// EventPublisher queues lifecycle webhook events (*webhooks.Publisher).
+type EventPublisher interface {
+	Publish(ctx context.Context, userID string, ev webhooks.Event) error
+}
+
+// UseEvents publishes session.ended and session.failed from the end path
+// (see Finish).
+func (s *Service) UseEvents(p EventPublisher) { s.events = p }
 
 // RoomMarker tells the people in a room the service made that its session
 // ended (*livekit.Client): a visitor waiting for an avatar that will not come

@@ -161,7 +161,9 @@ type LinkChanges struct {
 // UpdateLink applies c to the user's link. With a new use_limit the write
 // holds only while uses is still below it.
 func (s *Store) UpdateLink(ctx context.Context, userID, id string, c LinkChanges) (domain.Link, error) {
-	u := s.links.Update("link_id", id).If("$ = ?", "user_id", userID)
+	// Any change re-arms link.exhausted: a raised limit or a later
+	// expiry makes the link usable again, and its next exhaustion news.
+	u := s.links.Update("link_id", id).If("$ = ?", "user_id", userID).Remove("exhausted_noticed")
 	if c.SetName {
 		u = u.Set("name", c.Name)
 	}
@@ -225,4 +227,19 @@ func (s *Store) DeleteLink(ctx context.Context, userID, id string) error {
 		return unavailable(err, "delete link")
 	}
 	return nil
+}
+
+// NoticeLinkExhausted marks that link.exhausted was published for the link
+// and reports whether this call was the first to mark it (so the event goes
+// out once per exhaustion, whichever start or refusal notices it).
+func (s *Store) NoticeLinkExhausted(ctx context.Context, id string) (bool, error) {
+	err := s.links.Update("link_id", id).Set("exhausted_noticed", true).
+		If("attribute_exists($) AND attribute_exists($) AND attribute_not_exists($)", "link_id", "user_id", "exhausted_noticed").Run(ctx)
+	if dynamo.IsCondCheckFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, unavailable(err, "notice link exhausted")
+	}
+	return true, nil
 }

@@ -22,6 +22,7 @@ import (
 type Tables struct {
 	Users, APIKeys, Sessions, RateLimits string
 	Avatars, Agents, Links, Counters     string
+	Webhooks, WebhookDeliveries          string
 }
 
 // Store reads and writes the service's items.
@@ -35,6 +36,8 @@ type Store struct {
 	agents     dynamo.Table
 	links      dynamo.Table
 	counters   dynamo.Table
+	webhooks   dynamo.Table
+	deliveries dynamo.Table
 }
 
 // byUserIndex is each table's GSI on (user_id, created_at).
@@ -61,6 +64,7 @@ func New(cfg aws.Config, endpoint string, t Tables) *Store {
 		db: db, users: db.Table(t.Users), keys: db.Table(t.APIKeys),
 		sessions: db.Table(t.Sessions), rateLimits: db.Table(t.RateLimits),
 		avatars: db.Table(t.Avatars), agents: db.Table(t.Agents), links: db.Table(t.Links), counters: db.Table(t.Counters),
+		webhooks: db.Table(t.Webhooks), deliveries: db.Table(t.WebhookDeliveries),
 	}
 }
 

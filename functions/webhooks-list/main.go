@@ -1,0 +1,6 @@
+// Command webhooks-list is the Lambda function for the webhooks-list route.
+package main
+
+import "avatarsvc/shared/lambdafn"
+
+func main() { lambdafn.Serve("webhooks-list") }
