@@ -71,6 +71,8 @@ type stack struct {
 	audio *audiows.Server
 	wsURL string
 	log   *slog.Logger
+	// onExpiring is given to the sessions it starts (Config.OnExpiring).
+	onExpiring func(expiresAt time.Time, secondsLeft int)
 }
 
 func newStack(t *testing.T) *stack {
@@ -110,6 +112,7 @@ func (st *stack) startTalking(t *testing.T, sessionID, roomName string, av *avat
 		Logger:    st.log,
 
 		Conversation: conv,
+		OnExpiring:   st.onExpiring,
 	})
 	if err != nil {
 		t.Fatalf("rendersession.Start: %v", err)
@@ -356,6 +359,12 @@ func TestExpiryWarning(t *testing.T) {
 	av := prepareAvatar(t, render.Square)
 	const sessionID, roomName = "sess_expiring", "room-expiring"
 	expires := time.Now().Add(rendersession.DefaultExpiryWarning + 8*time.Second).Truncate(time.Second)
+	told := make(chan int, 2) // what the worker would publish as the session.expiring webhook
+	st.onExpiring = func(at time.Time, left int) {
+		if at.Equal(expires) {
+			told <- left
+		}
+	}
 	st.start(t, sessionID, roomName, av, room.Config{ExpiresAt: expires})
 	v := joinViewer(t, st.lk, roomName, av)
 	ws := roomtest.DialWS(t, st.wsURL+sessionID, sessionID, "tok-"+sessionID)
@@ -378,5 +387,16 @@ func TestExpiryWarning(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, m)
+	})
+	t.Run("the webhook hook", func(t *testing.T) {
+		select {
+		case left := <-told:
+			check(t, map[string]any{"type": audiows.TypeSessionExpiring, "expires_at": expires.UTC().Format(time.RFC3339), "seconds_left": float64(left)})
+		case <-time.After(5 * time.Second):
+			t.Fatal("OnExpiring was not called")
+		}
+		if len(told) > 0 {
+			t.Errorf("OnExpiring called %d more times, want once", len(told))
+		}
 	})
 }

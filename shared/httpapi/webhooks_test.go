@@ -391,3 +391,54 @@ func TestWebhookFailures(t *testing.T) {
 		}
 	})
 }
+
+// TestLinkExhaustedWebhook: a link's last use, and a refusal of an expired
+// link, each send link.exhausted once.
+func TestLinkExhaustedWebhook(t *testing.T) {
+	t.Parallel()
+	startDeliverer(t)
+	acct := newAccount(t, "pro")
+	rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) int { return http.StatusOK })
+	_, secret := register(t, acct.LiveKey, rc.URL+"/hooks", "link.exhausted")
+	rc.mu.Lock()
+	rc.secret = secret
+	rc.mu.Unlock()
+
+	used := linkFor(t, acct.LiveKey, map[string]any{"use_limit": 1})
+	usedID := used["link_id"].(string)
+	if res := visitorFrom("127.0.0.41").start(t, usedID); res.Status != http.StatusOK {
+		t.Fatalf("start via link: %d %s", res.Status, res.Body)
+	}
+	if res := visitorFrom("127.0.0.42").start(t, usedID); res.Status != http.StatusForbidden {
+		t.Fatalf("start via a used-up link: got %d, want 403", res.Status)
+	}
+	expired := linkFor(t, acct.LiveKey, map[string]any{"expires_at": stack.Clock.Now().Add(time.Minute).Format(time.RFC3339)})
+	expiredID := expired["link_id"].(string)
+	// The clock is shared by the package's tests: move the expiry back
+	// rather than the clock forward.
+	if res := call(t, "PUT", "/v1/links/"+expiredID, acct.LiveKey, map[string]any{"expires_at": stack.Clock.Now().Add(-time.Second).Format(time.RFC3339)}); res.Status != 200 {
+		t.Fatalf("expire the link: %d %s", res.Status, res.Body)
+	}
+	for _, ip := range []string{"127.0.0.43", "127.0.0.44"} {
+		if res := visitorFrom(ip).start(t, expiredID); res.Status != http.StatusForbidden {
+			t.Fatalf("start via an expired link: got %d, want 403: %s", res.Status, res.Body)
+		}
+	}
+
+	waitFor(t, "two link.exhausted events", func() bool { return len(rc.requests()) >= 2 })
+	time.Sleep(500 * time.Millisecond) // a duplicate would have come by now
+	got := map[string]string{}
+	for _, r := range rc.requests() {
+		if !r.Verified || r.Type != "link.exhausted" {
+			t.Errorf("request: %+v, want a verified link.exhausted", r)
+		}
+		id, _ := dig(r.Body, "data", "link_id").(string)
+		if got[id] != "" {
+			t.Errorf("link %s: a second link.exhausted", id)
+		}
+		got[id], _ = dig(r.Body, "data", "reason").(string)
+	}
+	if got[usedID] != "use_limit_reached" || got[expiredID] != "expired" {
+		t.Errorf("reasons: got %v, want %s use_limit_reached and %s expired", got, usedID, expiredID)
+	}
+}
