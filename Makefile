@@ -9,7 +9,7 @@ FUNCTIONS := $(notdir $(wildcard functions/*))
 LAMBDA_TAGS := lambda.norpc $(if $(XRAY),xray)
 LAMBDA_FLAGS := -trimpath -ldflags="-s -w" -tags "$(LAMBDA_TAGS)"
 
-.PHONY: run test test-fast bench build setup clean lint $(FUNCTIONS:%=build-%)
+.PHONY: run test test-fast bench build renderer-artifact setup clean lint $(FUNCTIONS:%=build-%)
 
 setup:
 	@bash scripts/setup.sh
@@ -45,6 +45,16 @@ bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./gpu-fleet/...
 	$(GO) run ./scripts/stream-bench -room -streams 1,8,10,12 -aspect 1:1
 	$(GO) run ./scripts/stream-bench -streams 1,8,10,12 -aspect 1:1,4:3
+
+## renderer-artifact: build/renderer.tar.gz, what RendererArtifactUri points at: the
+## renderer-worker binary (cgo: build it on a machine of the hosts' OS and architecture)
+## and the host bootstrap that the launch template runs from it
+renderer-artifact:
+	mkdir -p build/renderer
+	$(GO) build -trimpath -o build/renderer/renderer-worker ./gpu-fleet/cmd/renderer-worker
+	cp infra/renderer-host-user-data.sh build/renderer/
+	tar -czf build/renderer.tar.gz -C build/renderer renderer-worker renderer-host-user-data.sh
+	@ls -l build/renderer.tar.gz
 
 ## build: an arm64 `bootstrap` per Lambda function under build/<name>/
 build: $(FUNCTIONS:%=build-%)

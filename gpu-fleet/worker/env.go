@@ -28,6 +28,7 @@ import (
 	"avatarsvc/gpu-fleet/avatarsource"
 	"avatarsvc/gpu-fleet/rendersession"
 	"avatarsvc/shared/backend"
+	"avatarsvc/shared/emf"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/netguard"
 )
@@ -77,7 +78,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	s := Settings{Backend: backendCfg, Listen: or(getenv("WS_LISTEN"), "127.0.0.1:8765"),
 		TLSCertFile: getenv("TLS_CERT_FILE"), TLSKeyFile: getenv("TLS_KEY_FILE"),
 		GroupName: getenv("ASG_NAME"), HookName: getenv("ASG_LIFECYCLE_HOOK"),
-		MetricsNamespace:  or(getenv("METRICS_NAMESPACE"), "avatarsvc/renderer"),
+		MetricsNamespace:  or(getenv("METRICS_NAMESPACE"), emf.RendererNamespace),
 		ElevenLabsBaseURL: getenv("ELEVENLABS_BASE_URL"), ElevenLabsKeySecret: getenv("ELEVENLABS_API_KEY_SECRET"),
 	}
 	var errs []error

@@ -2,54 +2,39 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"io"
-	"sync"
 	"time"
 
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/emf"
 )
 
-// Metrics writes the worker's capacity as CloudWatch embedded metric format
-// (EMF) lines: the CloudWatch agent ships the worker's stdout, and CloudWatch
-// turns each line into metrics, so no API call and no SDK is needed. The
-// autoscaling group scales on SlotUtilization (target tracking) and keeps a
-// floor of FreeSlots (infra/renderer-fleet.yaml).
+// Metrics writes the worker's capacity and its sessions' quality as
+// CloudWatch EMF lines (shared/emf), per autoscaling group. The group
+// scales on SlotUtilization (target tracking) and keeps a floor of
+// FreeSlots (infra/renderer-fleet.yaml).
 type Metrics struct {
-	Namespace string // e.g. avatarsvc/renderer
 	// GroupName is the AutoScalingGroupName dimension ("" locally).
 	GroupName string
-	mu        sync.Mutex
-	out       io.Writer
+	emf       *emf.Writer
 }
 
 // NewMetrics writes EMF lines to out.
 func NewMetrics(out io.Writer, namespace, groupName string) *Metrics {
-	return &Metrics{Namespace: namespace, GroupName: groupName, out: out}
+	return &Metrics{GroupName: groupName, emf: emf.New(out, namespace)}
 }
 
-type emfMetric struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
-}
-
-type emfDirective struct {
-	Namespace  string      `json:"Namespace"`
-	Dimensions [][]string  `json:"Dimensions"`
-	Metrics    []emfMetric `json:"Metrics"`
+func (m *Metrics) dims() map[string]string {
+	return map[string]string{"AutoScalingGroupName": m.GroupName}
 }
 
 // Publish writes one line with the worker's slots now.
 func (m *Metrics) Publish(at time.Time, slots, free int) error {
-	return m.write(at, []emfMetric{
-		{Name: "FreeSlots", Unit: "Count"},
-		{Name: "RunningSessions", Unit: "Count"},
-		{Name: "SlotUtilization", Unit: "Percent"},
-	}, map[string]any{
-		"FreeSlots":       free,
-		"RunningSessions": slots - free,
-		"SlotUtilization": 100 * float64(slots-free) / float64(max(slots, 1)),
-	})
+	return m.emf.Write(at, m.dims(),
+		emf.Metric{Name: "FreeSlots", Unit: "Count", Value: free},
+		emf.Metric{Name: "RunningSessions", Unit: "Count", Value: slots - free},
+		emf.Metric{Name: "SlotUtilization", Unit: "Percent", Value: 100 * float64(slots-free) / float64(max(slots, 1))},
+	)
 }
 
 // PublishQuality writes one line with a finished session's quality
@@ -60,47 +45,14 @@ func (m *Metrics) PublishQuality(at time.Time, q domain.Quality) error {
 	if q.Frames > 0 {
 		lateRatio = 100 * float64(q.LateFrames) / float64(q.Frames)
 	}
-	return m.write(at, []emfMetric{
-		{Name: "SessionFirstFrame", Unit: "Milliseconds"},
-		{Name: "SessionLateFrames", Unit: "Percent"},
-		{Name: "SessionLatencyP99", Unit: "Milliseconds"},
-		{Name: "SessionUnderruns", Unit: "Count"},
-		{Name: "SessionAVSkew", Unit: "Milliseconds"},
-		{Name: "SessionBitrate", Unit: "Kilobits/Second"},
-	}, map[string]any{
-		"SessionFirstFrame": q.FirstFrameMS,
-		"SessionLateFrames": lateRatio,
-		"SessionLatencyP99": q.LatencyP99MS,
-		"SessionUnderruns":  q.Underruns,
-		"SessionAVSkew":     q.MaxAVSkewMS,
-		"SessionBitrate":    q.BitrateKbps,
-	})
-}
-
-// write emits one EMF line: metrics' values, per AutoScalingGroupName.
-func (m *Metrics) write(at time.Time, metrics []emfMetric, values map[string]any) error {
-	line := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": at.UnixMilli(),
-			"CloudWatchMetrics": []emfDirective{{
-				Namespace:  m.Namespace,
-				Dimensions: [][]string{{"AutoScalingGroupName"}},
-				Metrics:    metrics,
-			}},
-		},
-		"AutoScalingGroupName": m.GroupName,
-	}
-	for k, v := range values {
-		line[k] = v
-	}
-	b, err := json.Marshal(line)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, err = m.out.Write(append(b, '\n'))
-	return err
+	return m.emf.Write(at, m.dims(),
+		emf.Metric{Name: "SessionFirstFrame", Unit: "Milliseconds", Value: q.FirstFrameMS},
+		emf.Metric{Name: "SessionLateFrames", Unit: "Percent", Value: lateRatio},
+		emf.Metric{Name: "SessionLatencyP99", Unit: "Milliseconds", Value: q.LatencyP99MS},
+		emf.Metric{Name: "SessionUnderruns", Unit: "Count", Value: q.Underruns},
+		emf.Metric{Name: "SessionAVSkew", Unit: "Milliseconds", Value: q.MaxAVSkewMS},
+		emf.Metric{Name: "SessionBitrate", Unit: "Kilobits/Second", Value: q.BitrateKbps},
+	)
 }
 
 func (w *Worker) publishMetrics(ctx context.Context) {

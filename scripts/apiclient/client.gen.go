@@ -144,6 +144,9 @@ type AgentNumber = string
 // Cursor defines model for cursor.
 type Cursor = string
 
+// DeliveryId defines model for deliveryId.
+type DeliveryId = string
+
 // Limit defines model for limit.
 type Limit = int
 
@@ -152,6 +155,9 @@ type LinkId = string
 
 // SessionId defines model for sessionId.
 type SessionId = string
+
+// WebhookId defines model for webhookId.
+type WebhookId = string
 
 // Error defines model for Error.
 type Error struct {

@@ -17,6 +17,7 @@ import (
 
 	"avatarsvc/shared/app"
 	"avatarsvc/shared/avatars"
+	"avatarsvc/shared/emf"
 	"avatarsvc/shared/httpapi"
 	"avatarsvc/shared/reaper"
 )
@@ -77,7 +78,14 @@ func ReaperHandler(ctx context.Context, getenv func(string) string) (func(contex
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, _ json.RawMessage) (reaper.Result, error) { return a.Reaper.Sweep(ctx) }, nil
+	metrics := emf.New(os.Stdout, emf.APINamespace)
+	return func(ctx context.Context, _ json.RawMessage) (reaper.Result, error) {
+		res, err := a.Reaper.Sweep(ctx)
+		if merr := reaper.WriteMetrics(metrics, time.Now(), res); merr != nil {
+			log.WarnContext(ctx, "reaper metrics", "err", merr)
+		}
+		return res, err
+	}, nil
 }
 
 // ServeReaper is the reaper function's whole main.
@@ -104,6 +112,7 @@ func WebhookDeliveryHandler(ctx context.Context, getenv func(string) string) (fu
 	if err != nil {
 		return nil, err
 	}
+	a.Deliverer.UseMetrics(emf.New(os.Stdout, emf.APINamespace))
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		var res events.SQSEventResponse
 		var mu sync.Mutex

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/emf"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/sessions"
 )
@@ -169,4 +170,19 @@ func (r *Reaper) Loop(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// WriteMetrics writes a sweep's result as EMF lines (shared/emf): one
+// SessionsEnded line per end reason (dimension EndReason; the alarm on
+// worker_lost watches renderer hosts dying), and the sweep's failures.
+func WriteMetrics(w *emf.Writer, at time.Time, r Result) error {
+	var errs []error
+	for reason, n := range r.Ended {
+		errs = append(errs, w.Write(at, map[string]string{"EndReason": reason},
+			emf.Metric{Name: "SessionsEnded", Unit: "Count", Value: n}))
+	}
+	errs = append(errs, w.Write(at, nil,
+		emf.Metric{Name: "ReaperFailures", Unit: "Count", Value: r.Failed},
+		emf.Metric{Name: "ReaperRecovered", Unit: "Count", Value: r.Recovered}))
+	return errors.Join(errs...)
 }

@@ -16,6 +16,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"avatarsvc/shared/domain"
+	"avatarsvc/shared/emf"
 	"avatarsvc/shared/jobs"
 	"avatarsvc/shared/netguard"
 	"avatarsvc/shared/store"
@@ -47,6 +48,36 @@ type Deliverer struct {
 	now      func() time.Time
 	log      *slog.Logger
 	schedule []time.Duration
+	metrics  *emf.Writer
+}
+
+// UseMetrics writes every attempt's outcome as EMF lines to w (the Lambda
+// function's stdout): WebhookAttempts, WebhookAttemptFailures (the alarm
+// on failing deliveries), WebhookAttemptLatency, and WebhookDeliveriesFailed
+// when a delivery runs out of retries.
+func (d *Deliverer) UseMetrics(w *emf.Writer) { d.metrics = w }
+
+func (d *Deliverer) writeMetrics(a domain.WebhookAttempt, gaveUp bool) {
+	if d.metrics != nil {
+		_ = WriteAttemptMetrics(d.metrics, a, gaveUp)
+	}
+}
+
+// WriteAttemptMetrics writes one attempt's EMF line (see UseMetrics).
+func WriteAttemptMetrics(w *emf.Writer, a domain.WebhookAttempt, gaveUp bool) error {
+	failed, dead := 0, 0
+	if !a.Succeeded() {
+		failed = 1
+	}
+	if gaveUp {
+		dead = 1
+	}
+	return w.Write(a.At, nil,
+		emf.Metric{Name: "WebhookAttempts", Unit: "Count", Value: 1},
+		emf.Metric{Name: "WebhookAttemptFailures", Unit: "Count", Value: failed},
+		emf.Metric{Name: "WebhookAttemptLatency", Unit: "Milliseconds", Value: a.LatencyMS},
+		emf.Metric{Name: "WebhookDeliveriesFailed", Unit: "Count", Value: dead},
+	)
 }
 
 // DelivererOptions vary a Deliverer; zero values take the defaults.
@@ -219,6 +250,7 @@ func clip(s string) string {
 func (d *Deliverer) record(ctx context.Context, hook domain.Webhook, del domain.WebhookDelivery, a domain.WebhookAttempt) error {
 	readSeq := del.Seq
 	del.Attempts = append(del.Attempts, a)
+	defer func() { d.writeMetrics(a, del.Status == domain.DeliveryFailed) }()
 	if a.Succeeded() {
 		del.Status, del.NextAttemptAt = domain.DeliverySucceeded, time.Time{}
 		if err := d.store.RecordAttempt(ctx, del, readSeq); err != nil && !errors.Is(err, store.ErrChanged) {
