@@ -285,6 +285,21 @@ func TestSessionEndReasons(t *testing.T) {
 		}
 	})
 
+	t.Run("extended", func(t *testing.T) {
+		// No one joins here, so a long join timeout keeps the expiration
+		// the only reason to end.
+		began := time.Now()
+		s := st.start(t, "sess_extended", "room-extended", av, room.Config{ExpiresAt: began.Add(2 * time.Second), JoinTimeout: time.Minute})
+		s.Extend(began.Add(5 * time.Second))
+		s.Extend(began.Add(3 * time.Second)) // an earlier time changes nothing
+		if got := waitEnd(t, s); got != room.Expired {
+			t.Fatalf("end reason: got %v, want %v", got, room.Expired)
+		}
+		if ran := time.Since(began); ran < 5*time.Second {
+			t.Errorf("ended %v after the start, want at the extended expiration (5 s)", ran.Round(100*time.Millisecond))
+		}
+	})
+
 	t.Run("stopped", func(t *testing.T) {
 		s := st.start(t, "sess_stopped", "room-stopped", av, room.Config{})
 		s.Stop()

@@ -92,8 +92,13 @@ type Session struct {
 	audio    *opus.Encoder
 
 	expiresAt  time.Time
-	warnAt     time.Time // zero: no warning
+	warnAt     time.Time     // zero: no warning
+	warning    time.Duration // how long before expiresAt to warn; <= 0: never
+	expires    bool          // it has an expiration (set once, read anywhere)
 	onExpiring func(expiresAt time.Time, secondsLeft int)
+	// extendedTo and extended carry a later expiration (Extend) to run.
+	extendedTo atomic.Pointer[time.Time]
+	extended   chan struct{}
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -121,9 +126,12 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		done:       make(chan struct{}),
 		expiresAt:  cfg.Room.ExpiresAt,
 		onExpiring: cfg.OnExpiring,
+		warning:    cmp.Or(cfg.ExpiryWarning, DefaultExpiryWarning),
+		expires:    !cfg.Room.ExpiresAt.IsZero(),
+		extended:   make(chan struct{}, 1),
 	}
-	if warning := cmp.Or(cfg.ExpiryWarning, DefaultExpiryWarning); warning > 0 && !s.expiresAt.IsZero() {
-		s.warnAt = s.expiresAt.Add(-warning)
+	if s.warning > 0 && !s.expiresAt.IsZero() {
+		s.warnAt = s.expiresAt.Add(-s.warning)
 	}
 	var err error
 	if s.endpoint, err = cfg.Audio.Register(cfg.SessionID, cfg.TokenHash, s.buffer); err != nil {
@@ -188,17 +196,39 @@ func (s *Session) run() {
 	go func() { pipelineDone <- s.pipeline.Run(ctx) }()
 
 	var warn <-chan time.Time
-	if !s.warnAt.IsZero() {
-		t := time.NewTimer(max(0, time.Until(s.warnAt)))
-		defer t.Stop()
-		warn = t.C
+	var warnTimer *time.Timer
+	armWarning := func() {
+		if warnTimer != nil {
+			warnTimer.Stop()
+		}
+		warn = nil
+		if !s.warnAt.IsZero() {
+			warnTimer = time.NewTimer(max(0, time.Until(s.warnAt)))
+			warn = warnTimer.C
+		}
 	}
+	armWarning()
+	defer func() {
+		if warnTimer != nil {
+			warnTimer.Stop()
+		}
+	}()
 	reason := room.NotEnded
 	for reason == room.NotEnded {
 		select {
 		case <-warn:
 			warn = nil
 			s.warnExpiring()
+		case <-s.extended:
+			// A later expiration: the warning is due again before it.
+			if t := *s.extendedTo.Load(); t.After(s.expiresAt) {
+				s.expiresAt = t
+				if s.warning > 0 {
+					s.warnAt = t.Add(-s.warning)
+				}
+				armWarning()
+				s.log.Info("session extended", "expires_at", t.UTC().Format(time.RFC3339))
+			}
 		case <-s.room.Done():
 			reason = s.room.Reason()
 		case <-s.stop:
@@ -218,6 +248,30 @@ func (s *Session) run() {
 		"frames", stats.Frames, "late_frames", stats.LateFrames, "max_lateness", stats.MaxLateness,
 		"resyncs", stats.Resyncs, "write_errors", stats.WriteErrors)
 	s.release()
+}
+
+// Extend moves the session's expiration to t when t is later (the caller
+// extended it: POST /v1/sessions/{id}/extend). The room ends it at the new
+// time, and the expiry warning comes again before it. Safe from any
+// goroutine; the worker calls it when a heartbeat reads a later expiration.
+func (s *Session) Extend(t time.Time) {
+	if !s.expires {
+		return // a session without an expiration has nothing to move
+	}
+	for {
+		old := s.extendedTo.Load()
+		if old != nil && !t.After(*old) {
+			return
+		}
+		if s.extendedTo.CompareAndSwap(old, &t) {
+			break
+		}
+	}
+	s.room.ExtendTo(t)
+	select {
+	case s.extended <- struct{}{}:
+	default: // run has a signal pending; it reads the latest time
+	}
 }
 
 // warnExpiring tells ws_uri's client and everyone in the room that the

@@ -114,6 +114,9 @@ type Room struct {
 	// others): the session's subscribers, for its quality figures.
 	maxOthers atomic.Int64
 
+	// extendedTo is a later expiration (ExtendTo), applied by the watcher.
+	extendedTo atomic.Pointer[time.Time]
+
 	// keyframeWanted is set when a receiver asks for a keyframe (PLI/FIR),
 	// for example a viewer that just subscribed.
 	keyframeWanted atomic.Bool
@@ -426,11 +429,28 @@ func (r *Room) watch() {
 				r.personSeen = true
 				go r.cfg.OnFirstPerson(now)
 			}
+			if t := r.extendedTo.Load(); t != nil && t.After(r.presence.expiresAt) {
+				r.presence.expiresAt = *t
+			}
 			if reason := r.presence.observe(now, others, reconnecting); reason != NotEnded {
 				r.log.Info("ending session", "end_reason", reason.String())
 				r.end(reason)
 				return
 			}
+		}
+	}
+}
+
+// ExtendTo moves the session's expiration later (POST .../extend); an
+// earlier or equal time changes nothing. Safe from any goroutine.
+func (r *Room) ExtendTo(t time.Time) {
+	for {
+		old := r.extendedTo.Load()
+		if old != nil && !t.After(*old) {
+			return
+		}
+		if r.extendedTo.CompareAndSwap(old, &t) {
+			return
 		}
 	}
 }

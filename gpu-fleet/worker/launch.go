@@ -262,8 +262,9 @@ type roomStream struct {
 	hosted bool // in a room the service made: nobody coming is a no-show
 }
 
-func (r *roomStream) Done() <-chan struct{} { return r.s.Done() }
-func (r *roomStream) Stop()                 { r.s.Stop() }
+func (r *roomStream) Done() <-chan struct{}    { return r.s.Done() }
+func (r *roomStream) Stop()                    { r.s.Stop() }
+func (r *roomStream) Extend(expires time.Time) { r.s.Extend(expires) }
 
 func (r *roomStream) EndReason() string {
 	reason, _ := r.s.Wait()

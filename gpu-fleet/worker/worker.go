@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"avatarsvc/shared/domain"
@@ -44,7 +45,9 @@ type Queue interface {
 type Claims interface {
 	ClaimSession(ctx context.Context, id, workerID string, now, leaseUntil time.Time) (domain.Session, error)
 	ReportServing(ctx context.Context, id, workerID, wsURI string, at time.Time) error
-	Heartbeat(ctx context.Context, id, workerID string, leaseUntil time.Time) error
+	// Heartbeat renews the lease and returns the session's expiration as
+	// stored (later than claimed when the caller extended it).
+	Heartbeat(ctx context.Context, id, workerID string, leaseUntil time.Time) (time.Time, error)
 	ReportQuality(ctx context.Context, id, workerID string, q domain.Quality) error
 }
 
@@ -73,6 +76,8 @@ type Stream interface {
 	// Quality is what it measured, once Done; claimedAt is when the
 	// worker claimed the session.
 	Quality(claimedAt time.Time) domain.Quality
+	// Extend moves its expiration later (the caller extended the session).
+	Extend(expires time.Time)
 }
 
 // EventPublisher queues lifecycle webhook events (*webhooks.Publisher).
@@ -364,8 +369,14 @@ func (w *Worker) serve(sess domain.Session, claimedAt time.Time) {
 	leaseCtx, stopLease := context.WithCancelCause(context.Background())
 	defer stopLease(nil)
 	leaseLost := make(chan error, 1)
+	var live atomic.Value // the Stream, once launched
+	extend := func(expires time.Time) {
+		if st, ok := live.Load().(Stream); ok {
+			st.Extend(expires)
+		}
+	}
 	go func() {
-		err := w.keepLease(leaseCtx, sess, log)
+		err := w.keepLease(leaseCtx, sess, extend, log)
 		leaseLost <- err
 		if err != nil {
 			stopLease(err) // a launch still under way gives up at once
@@ -388,6 +399,7 @@ func (w *Worker) serve(sess domain.Session, claimedAt time.Time) {
 		w.finish(sess, reason, log)
 		return
 	}
+	live.Store(stream)
 	wsURI := w.cfg.AdvertiseURL + "/ws/" + sess.ID
 	if err := w.report(sess, wsURI); err != nil {
 		stream.Stop()
@@ -438,7 +450,7 @@ var (
 
 // keepLease heartbeats the session's lease every HeartbeatEvery until ctx
 // ends (nil) or the lease is lost (errLeaseTaken, errLeaseLapsing).
-func (w *Worker) keepLease(ctx context.Context, sess domain.Session, log *slog.Logger) error {
+func (w *Worker) keepLease(ctx context.Context, sess domain.Session, extend func(time.Time), log *slog.Logger) error {
 	tick := time.NewTicker(w.cfg.HeartbeatEvery)
 	defer tick.Stop()
 	lastRenewed := w.cfg.Now()
@@ -450,11 +462,16 @@ func (w *Worker) keepLease(ctx context.Context, sess domain.Session, log *slog.L
 		}
 		now := w.cfg.Now()
 		hbCtx, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatEvery)
-		err := w.claims.Heartbeat(hbCtx, sess.ID, w.cfg.ID, now.Add(w.cfg.LeaseTTL))
+		expires, err := w.claims.Heartbeat(hbCtx, sess.ID, w.cfg.ID, now.Add(w.cfg.LeaseTTL))
 		cancel()
 		switch {
 		case err == nil:
 			lastRenewed = now
+			if !sess.Expiration.IsZero() && expires.After(sess.Expiration) {
+				// Told every time (a launch may still be under way at the
+				// first); the stream ignores what it already has.
+				extend(expires)
+			}
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, store.ErrSessionChanged):

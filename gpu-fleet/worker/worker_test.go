@@ -117,18 +117,25 @@ func (c *fakeClaims) ReportServing(_ context.Context, id, worker, uri string, at
 	return nil
 }
 
-func (c *fakeClaims) Heartbeat(_ context.Context, id, worker string, lease time.Time) error {
+func (c *fakeClaims) Heartbeat(_ context.Context, id, worker string, lease time.Time) (time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.failHeartbeats {
-		return errors.New("throttled")
+		return time.Time{}, errors.New("throttled")
 	}
 	s := c.sessions[id]
 	if s.Status != domain.StatusStarted || s.WorkerID != worker {
-		return store.ErrSessionChanged
+		return time.Time{}, store.ErrSessionChanged
 	}
 	s.LeaseUntil = lease
-	return nil
+	return s.Expiration, nil
+}
+
+// extendByAPI moves a session's stored expiration, as POST .../extend does.
+func (c *fakeClaims) extendByAPI(id string, to time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sessions[id].Expiration = to
 }
 
 func (c *fakeClaims) endByAPI(id string) {
@@ -163,6 +170,14 @@ type fakeStream struct {
 	stopOnce sync.Once
 	done     chan struct{}
 	reason   string
+	extended chan time.Time
+}
+
+func (s *fakeStream) Extend(t time.Time) {
+	select {
+	case s.extended <- t:
+	default:
+	}
 }
 
 func (s *fakeStream) Done() <-chan struct{} { return s.done }
@@ -189,7 +204,7 @@ func (l *fakeLauncher) Launch(_ context.Context, sess domain.Session) (Stream, e
 	if err := l.fail[sess.ID]; err != nil {
 		return nil, err
 	}
-	s := &fakeStream{done: make(chan struct{})}
+	s := &fakeStream{done: make(chan struct{}), extended: make(chan time.Time, 100)}
 	l.streams[sess.ID] = s
 	return s, nil
 }
@@ -344,6 +359,35 @@ func TestEndedThroughAPIStopsRendererWithoutFinishing(t *testing.T) {
 		t.Errorf("the worker finished a session the API ended (reason %q): it would double-end", r)
 	}
 	eventually(t, "quality written on the ended session", func() bool { return h.c.quality("sess_a") != nil })
+	h.cancel()
+	<-h.done
+}
+
+// TestExtensionReachesTheRenderer: a later expiration written by POST
+// .../extend reaches the running renderer through the next heartbeat.
+func TestExtensionReachesTheRenderer(t *testing.T) {
+	h := newHarness(t, Config{Slots: 1, HeartbeatEvery: 10 * time.Millisecond, LeaseTTL: time.Second}, "sess_a")
+	claimed := time.Now().Add(5 * time.Minute).Truncate(time.Second)
+	h.c.sessions["sess_a"].Expiration = claimed
+	h.enqueue(t, "r", jobBody("sess_a", time.Now().Add(time.Minute)))
+	h.start()
+	eventually(t, "reported", func() bool { h.c.mu.Lock(); defer h.c.mu.Unlock(); return h.c.reports == 1 })
+	st := h.l.stream("sess_a")
+	select {
+	case got := <-st.extended:
+		t.Fatalf("extended to %v before any extension", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	later := claimed.Add(10 * time.Minute)
+	h.c.extendByAPI("sess_a", later)
+	select {
+	case got := <-st.extended:
+		if !got.Equal(later) {
+			t.Errorf("extended to %v, want %v", got, later)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the renderer was not told of the extension")
+	}
 	h.cancel()
 	<-h.done
 }

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -137,4 +138,42 @@ func (u User) Reservation(now time.Time, maxMinutes int) int {
 		r = min(r, maxMinutes)
 	}
 	return r
+}
+
+// MaxExtendMinutes bounds one extension (POST /v1/sessions/{id}/extend).
+const MaxExtendMinutes = 60
+
+// Extension decides how many minutes a started session may be extended by
+// now, for a caller who asks for want: no further than the plan's cap on
+// one session's length, and no more than the minutes running sessions have
+// not reserved (the extension is reserved like a start's). It may grant
+// less than asked; it refuses, with the spec's limit messages, when it can
+// grant nothing.
+func (u User) Extension(now time.Time, sess Session, want int) (int, error) {
+	switch {
+	case want < 1 || want > MaxExtendMinutes:
+		return 0, Errorf(Invalid, "minutes must be a whole number from 1 to %d", MaxExtendMinutes)
+	case sess.Status == StatusEnded:
+		return 0, Errorf(Conflict, "Cannot extend an ended session").WithSuggestion("Start a new session")
+	case sess.Status != StatusStarted:
+		return 0, Errorf(Conflict, "Cannot extend a session that was never started").WithSuggestion("Start it first: PUT /v1/sessions/{id}/start")
+	case sess.Expiration.IsZero():
+		return 0, Errorf(Conflict, "This session has no expiration to extend")
+	}
+	grant := want
+	plan := u.EffectivePlan(now)
+	if plan.MaxSessionMinutes > 0 {
+		room := int(sess.StartedAt.Add(time.Duration(plan.MaxSessionMinutes)*time.Minute).Sub(sess.Expiration) / time.Minute)
+		if room < 1 {
+			return 0, Errorf(LimitExceeded, "Session length limit reached").
+				WithSuggestion(fmt.Sprintf("The %s plan allows sessions of up to %d minutes; start a new session or upgrade the plan", plan.Name, plan.MaxSessionMinutes))
+		}
+		grant = min(grant, room)
+	}
+	free := u.MinutesRemaining(now) - max(0, u.ReservedMinutes)
+	if free < 1 {
+		return 0, Errorf(LimitExceeded, "No minutes remaining").
+			WithSuggestion("Running sessions have reserved every minute left; purchase more minutes or end a session")
+	}
+	return min(grant, free), nil
 }

@@ -99,6 +99,8 @@ func Routes(d Deps) []Route {
 			handler: handleStartSessionOnce(d.Sessions)},
 		{Name: "sessions-end", Method: "POST", Path: "/sessions/{session_id}/end", Style: structured, Class: ratelimit.Write,
 			handler: handleEndSession(d.Sessions, d.Now)},
+		{Name: "sessions-extend", Method: "POST", Path: "/sessions/{session_id}/extend", Style: structured, Class: ratelimit.Write,
+			handler: handleExtendSession(d.Sessions, d.Now)},
 		{Name: "sessions-delete", Method: "DELETE", Path: "/sessions/{session_id}", Style: structured, Class: ratelimit.Write,
 			handler: handleDeleteSession(d.Sessions)},
 		{Name: "usage-get", Method: "GET", Path: "/usage", Style: structured, Class: ratelimit.Read,

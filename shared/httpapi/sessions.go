@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -175,6 +176,44 @@ func handleEndSession(svc *sessions.Service, now func() time.Time) handlerFunc {
 			return err
 		}
 		encode(w, http.StatusOK, response{Success: true, Session: viewSession(s, now())})
+		return nil
+	}
+}
+
+// DefaultExtendMinutes is an extension's length when the body names none.
+const DefaultExtendMinutes = 5
+
+// handleExtendSession moves a started session's expiration later (an
+// extension): {"minutes": n}, 1..60, default 5; it may grant less (the
+// plan's session cap, the unreserved minutes) and says how much.
+func handleExtendSession(svc *sessions.Service, now func() time.Time) handlerFunc {
+	type request struct {
+		Minutes *float64 `json:"minutes"`
+	}
+	type response struct {
+		Success      bool        `json:"success"`
+		Session      sessionView `json:"session"`
+		MinutesAdded int         `json:"minutes_added"`
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		minutes := DefaultExtendMinutes
+		if r.ContentLength != 0 {
+			req, err := decode[request](r)
+			if err != nil {
+				return err
+			}
+			if m := req.Minutes; m != nil {
+				minutes = 0 // refused by the range check, by name, unless whole and in range
+				if *m == math.Trunc(*m) && *m >= 1 && *m <= domain.MaxExtendMinutes {
+					minutes = int(*m)
+				}
+			}
+		}
+		ext, err := svc.Extend(r.Context(), principal(r.Context()).UserID, r.PathValue("session_id"), minutes)
+		if err != nil {
+			return err
+		}
+		encode(w, http.StatusOK, response{Success: true, Session: viewSession(ext.Session, now()), MinutesAdded: ext.MinutesAdded})
 		return nil
 	}
 }

@@ -101,7 +101,7 @@ func TestSlowSweepLeavesHeartbeatingSessions(t *testing.T) {
 
 	heartbeat := func() {
 		for id, worker := range map[string]string{healthy: "live-worker", recovering: "stalled-worker"} {
-			if err := st.Heartbeat(ctx, id, worker, clock.Now().Add(15*time.Second)); err != nil {
+			if _, err := st.Heartbeat(ctx, id, worker, clock.Now().Add(15*time.Second)); err != nil {
 				t.Errorf("heartbeat %s: %v", id, err)
 			}
 		}

@@ -31,6 +31,7 @@ type Store interface {
 	StartSession(ctx context.Context, p store.StartParams) error
 	StartNewSession(ctx context.Context, p store.StartParams, sess domain.Session, linkID string, now time.Time) error
 	EndSession(ctx context.Context, p store.EndParams) error
+	ExtendSession(ctx context.Context, p store.StartParams, was time.Time) error
 	MarkJobEnqueued(ctx context.Context, id string, at time.Time) error
 	RenewJobDeadline(ctx context.Context, id string, deadline time.Time) error
 }

@@ -58,8 +58,15 @@ func (s *Store) StartSession(ctx context.Context, p StartParams) error {
 // only while a slot is free and the balance, as the caller read it, still
 // covers every running session's reservation plus this one.
 func (s *Store) takeSlot(p StartParams) *dynamo.Update {
-	u := s.users.Update("user_id", p.UserID).Add("active_sessions", 1).Add("reserved_minutes", p.Reserve).
-		If("$ < ?", "active_sessions", p.MaxConcurrent).
+	u := s.users.Update("user_id", p.UserID).Add("active_sessions", 1).If("$ < ?", "active_sessions", p.MaxConcurrent)
+	return reserveMinutes(u, p)
+}
+
+// reserveMinutes adds p.Reserve to the account's reserved minutes, only
+// while the balance, as the caller read it, still covers every running
+// session's reservation plus this one (a start's, or an extension's).
+func reserveMinutes(u *dynamo.Update, p StartParams) *dynamo.Update {
+	u = u.Add("reserved_minutes", p.Reserve).
 		If("(attribute_not_exists($) OR $ <= ?)", "reserved_minutes", "reserved_minutes", p.MinutesLeft-p.Reserve).
 		If("$ >= ?", "purchased_remaining", p.PurchasedWas)
 	if p.SamePeriod {
@@ -126,4 +133,15 @@ func (s *Store) RenewJobDeadline(ctx context.Context, id string, deadline time.T
 		return unavailable(err, "renew job deadline")
 	}
 	return nil
+}
+
+// ExtendSession moves a started session's expiration from was to
+// p.Expiration and reserves p.Reserve more minutes for it, in one
+// transaction with the account's balance conditions (as a start's).
+// ErrSessionChanged: it ended, or another extension moved it first.
+func (s *Store) ExtendSession(ctx context.Context, p StartParams, was time.Time) error {
+	sess := s.sessions.Update("session_id", p.SessionID).
+		Set("expiration", formatTime(p.Expiration)).Add("reserved_minutes", p.Reserve).
+		If("$ = ? AND $ = ? AND $ = ?", "status", string(domain.StatusStarted), "user_id", p.UserID, "expiration", formatTime(was))
+	return s.runPair(ctx, s.db.WriteTx().Update(sess).Update(reserveMinutes(s.users.Update("user_id", p.UserID), p)), "extend session")
 }

@@ -78,9 +78,23 @@ func (s *Store) ReportQuality(ctx context.Context, id, workerID string, q domain
 // Heartbeat extends workerID's lease on a session. ErrSessionChanged means
 // the session is no longer this worker's to run (the caller ended it, or the
 // reaper took it): the renderer must stop.
-func (s *Store) Heartbeat(ctx context.Context, id, workerID string, leaseUntil time.Time) error {
-	return s.workerUpdate(ctx, s.sessions.Update("session_id", id).
-		Set("lease_until", formatTime(leaseUntil)), workerID, "heartbeat")
+//
+// It returns the session's expiration as stored, so a worker learns within a
+// heartbeat that the caller extended it.
+func (s *Store) Heartbeat(ctx context.Context, id, workerID string, leaseUntil time.Time) (time.Time, error) {
+	var it struct {
+		Expiration string `dynamo:"expiration"`
+	}
+	err := s.sessions.Update("session_id", id).Set("lease_until", formatTime(leaseUntil)).
+		If("$ = ? AND $ = ?", "status", string(domain.StatusStarted), "worker_id", workerID).
+		Value(ctx, &it)
+	if dynamo.IsCondCheckFailed(err) {
+		return time.Time{}, ErrSessionChanged
+	}
+	if err != nil {
+		return time.Time{}, unavailable(err, "heartbeat")
+	}
+	return parseTime(it.Expiration), nil
 }
 
 func (s *Store) workerUpdate(ctx context.Context, u *dynamo.Update, workerID, what string) error {
