@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"avatarsvc/shared/domain"
@@ -116,6 +117,16 @@ func (s *Service) checkURL(ctx context.Context, raw string) error {
 
 // Get returns an endpoint of userID's.
 func (s *Service) Get(ctx context.Context, userID, id string) (domain.Webhook, error) {
+	return s.own(ctx, userID, id)
+}
+
+// own reads an endpoint of userID's; an id no endpoint could have (any
+// length a path allows) is not found without asking DynamoDB, whose keys
+// are bounded.
+func (s *Service) own(ctx context.Context, userID, id string) (domain.Webhook, error) {
+	if !strings.HasPrefix(id, domain.WebhookPrefix) || !domain.PlausibleID(id) {
+		return domain.Webhook{}, domain.ErrWebhookNotFound
+	}
 	return s.store.GetWebhook(ctx, userID, id)
 }
 
@@ -126,7 +137,7 @@ func (s *Service) List(ctx context.Context, userID string) ([]domain.Webhook, er
 
 // Update changes an endpoint's url, events, description or enabled.
 func (s *Service) Update(ctx context.Context, userID, id string, in Input) (domain.Webhook, error) {
-	w, err := s.store.GetWebhook(ctx, userID, id)
+	w, err := s.own(ctx, userID, id)
 	if err != nil {
 		return domain.Webhook{}, err
 	}
@@ -142,12 +153,15 @@ func (s *Service) Update(ctx context.Context, userID, id string, in Input) (doma
 
 // Delete removes an endpoint; its pending deliveries fail.
 func (s *Service) Delete(ctx context.Context, userID, id string) error {
+	if _, err := s.own(ctx, userID, id); err != nil {
+		return err
+	}
 	return s.store.DeleteWebhook(ctx, userID, id)
 }
 
 // Deliveries returns a page of an endpoint's deliveries, newest first.
 func (s *Service) Deliveries(ctx context.Context, userID, id string, page domain.Page) ([]domain.WebhookDelivery, string, error) {
-	if _, err := s.store.GetWebhook(ctx, userID, id); err != nil {
+	if _, err := s.own(ctx, userID, id); err != nil {
 		return nil, "", err
 	}
 	return s.store.ListDeliveries(ctx, userID, id, page)
@@ -157,8 +171,11 @@ func (s *Service) Deliveries(ctx context.Context, userID, id string, page domain
 // fails, the schedule goes on from where its attempt count stands (a
 // delivery that already used all of it stays failed).
 func (s *Service) Retry(ctx context.Context, userID, webhookID, deliveryID string) (domain.WebhookDelivery, error) {
-	if _, err := s.store.GetWebhook(ctx, userID, webhookID); err != nil {
+	if _, err := s.own(ctx, userID, webhookID); err != nil {
 		return domain.WebhookDelivery{}, err
+	}
+	if !strings.HasPrefix(deliveryID, domain.WebhookDeliveryPrefix) || !domain.PlausibleID(deliveryID) {
+		return domain.WebhookDelivery{}, domain.ErrDeliveryNotFound
 	}
 	d, err := s.store.GetDelivery(ctx, deliveryID)
 	if err != nil || d.UserID != userID || d.WebhookID != webhookID {
