@@ -56,11 +56,11 @@ type Resource struct {
 
 // Resources lists the template's resources in file order.
 func (t *Template) Resources() []Resource {
-	n := mapValue(t.root, "Resources")
+	n := MapValue(t.root, "Resources")
 	var out []Resource
 	for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
 		r := n.Content[i+1]
-		out = append(out, Resource{LogicalID: n.Content[i].Value, Type: scalar(mapValue(r, "Type")), properties: mapValue(r, "Properties")})
+		out = append(out, Resource{LogicalID: n.Content[i].Value, Type: scalar(MapValue(r, "Type")), properties: MapValue(r, "Properties")})
 	}
 	return out
 }
@@ -160,7 +160,7 @@ func (t *Template) FunctionEnvironment(refs, params map[string]string, given ...
 		if v, ok := params[name]; ok {
 			return v, true
 		}
-		if d := mapValue(mapValue(mapValue(t.root, "Parameters"), name), "Default"); d != nil {
+		if d := MapValue(MapValue(MapValue(t.root, "Parameters"), name), "Default"); d != nil {
 			return d.Value, true
 		}
 		if name == "AWS::Region" {
@@ -169,7 +169,7 @@ func (t *Template) FunctionEnvironment(refs, params map[string]string, given ...
 		return "", false
 	}
 	env := map[string]string{}
-	vars := mapValue(mapValue(mapValue(mapValue(t.root, "Globals"), "Function"), "Environment"), "Variables")
+	vars := MapValue(MapValue(MapValue(MapValue(t.root, "Globals"), "Function"), "Environment"), "Variables")
 	for i := 0; vars != nil && i+1 < len(vars.Content); i += 2 {
 		key, val := vars.Content[i].Value, vars.Content[i+1]
 		if v, ok := lookupGiven(given, key); ok {
@@ -177,20 +177,20 @@ func (t *Template) FunctionEnvironment(refs, params map[string]string, given ...
 			continue
 		}
 		switch {
-		case val.Tag == "!Ref" || mapValue(val, "Ref") != nil:
+		case val.Tag == "!Ref" || MapValue(val, "Ref") != nil:
 			name := val.Value
 			if val.Tag != "!Ref" {
-				name = mapValue(val, "Ref").Value
+				name = MapValue(val, "Ref").Value
 			}
 			v, ok := resolve(name)
 			if !ok {
 				return nil, fmt.Errorf("localstack: environment variable %s refers to %s, which is neither a local resource nor a parameter", key, name)
 			}
 			env[key] = v
-		case val.Tag == "!Sub" || mapValue(val, "Fn::Sub") != nil:
+		case val.Tag == "!Sub" || MapValue(val, "Fn::Sub") != nil:
 			text := val.Value
 			if val.Tag != "!Sub" {
-				text = mapValue(val, "Fn::Sub").Value
+				text = MapValue(val, "Fn::Sub").Value
 			}
 			var missing []string
 			env[key] = subRef.ReplaceAllStringFunc(text, func(m string) string {
@@ -228,25 +228,25 @@ func createTable(ctx context.Context, c *dynamodb.Client, name string, p *yaml.N
 		return err
 	}
 	in := &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: ddbtypes.BillingModePayPerRequest}
-	for _, a := range seq(mapValue(p, "AttributeDefinitions")) {
+	for _, a := range seq(MapValue(p, "AttributeDefinitions")) {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, ddbtypes.AttributeDefinition{
-			AttributeName: aws.String(scalar(mapValue(a, "AttributeName"))),
-			AttributeType: ddbtypes.ScalarAttributeType(scalar(mapValue(a, "AttributeType"))),
+			AttributeName: aws.String(scalar(MapValue(a, "AttributeName"))),
+			AttributeType: ddbtypes.ScalarAttributeType(scalar(MapValue(a, "AttributeType"))),
 		})
 	}
-	in.KeySchema = keySchema(mapValue(p, "KeySchema"))
-	for _, g := range seq(mapValue(p, "GlobalSecondaryIndexes")) {
+	in.KeySchema = keySchema(MapValue(p, "KeySchema"))
+	for _, g := range seq(MapValue(p, "GlobalSecondaryIndexes")) {
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, ddbtypes.GlobalSecondaryIndex{
-			IndexName:  aws.String(scalar(mapValue(g, "IndexName"))),
-			KeySchema:  keySchema(mapValue(g, "KeySchema")),
-			Projection: projection(mapValue(g, "Projection")),
+			IndexName:  aws.String(scalar(MapValue(g, "IndexName"))),
+			KeySchema:  keySchema(MapValue(g, "KeySchema")),
+			Projection: projection(MapValue(g, "Projection")),
 		})
 	}
-	for _, l := range seq(mapValue(p, "LocalSecondaryIndexes")) {
+	for _, l := range seq(MapValue(p, "LocalSecondaryIndexes")) {
 		in.LocalSecondaryIndexes = append(in.LocalSecondaryIndexes, ddbtypes.LocalSecondaryIndex{
-			IndexName:  aws.String(scalar(mapValue(l, "IndexName"))),
-			KeySchema:  keySchema(mapValue(l, "KeySchema")),
-			Projection: projection(mapValue(l, "Projection")),
+			IndexName:  aws.String(scalar(MapValue(l, "IndexName"))),
+			KeySchema:  keySchema(MapValue(l, "KeySchema")),
+			Projection: projection(MapValue(l, "Projection")),
 		})
 	}
 	if _, err := c.CreateTable(ctx, in); err != nil {
@@ -256,11 +256,11 @@ func createTable(ctx context.Context, c *dynamodb.Client, name string, p *yaml.N
 		}
 		return err
 	}
-	if ttl := mapValue(p, "TimeToLiveSpecification"); ttl != nil && scalar(mapValue(ttl, "Enabled")) == "true" {
+	if ttl := MapValue(p, "TimeToLiveSpecification"); ttl != nil && scalar(MapValue(ttl, "Enabled")) == "true" {
 		_, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 			TableName: aws.String(name),
 			TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{
-				AttributeName: aws.String(scalar(mapValue(ttl, "AttributeName"))),
+				AttributeName: aws.String(scalar(MapValue(ttl, "AttributeName"))),
 				Enabled:       aws.Bool(true),
 			},
 		})
@@ -280,19 +280,19 @@ func keySchema(n *yaml.Node) []ddbtypes.KeySchemaElement {
 	var out []ddbtypes.KeySchemaElement
 	for _, k := range seq(n) {
 		out = append(out, ddbtypes.KeySchemaElement{
-			AttributeName: aws.String(scalar(mapValue(k, "AttributeName"))),
-			KeyType:       ddbtypes.KeyType(scalar(mapValue(k, "KeyType"))),
+			AttributeName: aws.String(scalar(MapValue(k, "AttributeName"))),
+			KeyType:       ddbtypes.KeyType(scalar(MapValue(k, "KeyType"))),
 		})
 	}
 	return out
 }
 
 func projection(n *yaml.Node) *ddbtypes.Projection {
-	p := &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionType(scalar(mapValue(n, "ProjectionType")))}
+	p := &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionType(scalar(MapValue(n, "ProjectionType")))}
 	if p.ProjectionType == "" {
 		p.ProjectionType = ddbtypes.ProjectionTypeAll
 	}
-	for _, a := range seq(mapValue(n, "NonKeyAttributes")) {
+	for _, a := range seq(MapValue(n, "NonKeyAttributes")) {
 		p.NonKeyAttributes = append(p.NonKeyAttributes, a.Value)
 	}
 	return p
@@ -308,11 +308,11 @@ var queueAttributes = []string{
 // points at (!GetAtt X.Arn, !GetAtt [X, Arn] or Fn::GetAtt), or "" when the
 // queue has no redrive policy.
 func deadLetterTarget(p *yaml.Node) (string, error) {
-	target := mapValue(mapValue(p, "RedrivePolicy"), "deadLetterTargetArn")
+	target := MapValue(MapValue(p, "RedrivePolicy"), "deadLetterTargetArn")
 	if target == nil {
 		return "", nil
 	}
-	if long := mapValue(target, "Fn::GetAtt"); long != nil {
+	if long := MapValue(target, "Fn::GetAtt"); long != nil {
 		target = long
 	} else if target.Tag != "!GetAtt" {
 		return "", fmt.Errorf("deadLetterTargetArn must be !GetAtt Queue.Arn")
@@ -342,12 +342,12 @@ func createQueue(ctx context.Context, c *sqs.Client, name string, p *yaml.Node, 
 		}
 		attrs := map[string]string{}
 		for _, k := range queueAttributes {
-			if v := mapValue(p, k); v != nil {
+			if v := MapValue(p, k); v != nil {
 				attrs[k] = v.Value
 			}
 		}
 		if dlqARN != "" {
-			maxReceive, err := strconv.Atoi(scalar(mapValue(mapValue(p, "RedrivePolicy"), "maxReceiveCount")))
+			maxReceive, err := strconv.Atoi(scalar(MapValue(MapValue(p, "RedrivePolicy"), "maxReceiveCount")))
 			if err != nil {
 				return "", "", fmt.Errorf("RedrivePolicy.maxReceiveCount: %w", err)
 			}
@@ -380,8 +380,8 @@ func createBucket(ctx context.Context, c *s3.Client, name string) error {
 	return err
 }
 
-// mapValue returns the value under key in a YAML mapping node, or nil.
-func mapValue(n *yaml.Node, key string) *yaml.Node {
+// MapValue returns the value under key in a YAML mapping node, or nil.
+func MapValue(n *yaml.Node, key string) *yaml.Node {
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
 	}

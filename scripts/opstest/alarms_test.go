@@ -113,29 +113,17 @@ func loadTemplate(t *testing.T, path string) *yaml.Node {
 	return doc.Content[0]
 }
 
-func get(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
-
 // metricRefs finds every mapping with Namespace and MetricName under the
 // template's resources.
 func metricRefs(file string, root *yaml.Node) []metricRef {
 	var out []metricRef
 	var walk func(where string, n *yaml.Node)
 	walk = func(where string, n *yaml.Node) {
-		if n.Kind == yaml.MappingNode && get(n, "Namespace") != nil && get(n, "MetricName") != nil {
-			r := metricRef{where: where, namespace: get(n, "Namespace").Value, name: get(n, "MetricName").Value, dims: map[string]yaml.Node{}}
-			if ds := get(n, "Dimensions"); ds != nil {
+		if n.Kind == yaml.MappingNode && localstack.MapValue(n, "Namespace") != nil && localstack.MapValue(n, "MetricName") != nil {
+			r := metricRef{where: where, namespace: localstack.MapValue(n, "Namespace").Value, name: localstack.MapValue(n, "MetricName").Value, dims: map[string]yaml.Node{}}
+			if ds := localstack.MapValue(n, "Dimensions"); ds != nil {
 				for _, d := range ds.Content {
-					r.dims[get(d, "Name").Value] = *get(d, "Value")
+					r.dims[localstack.MapValue(d, "Name").Value] = *localstack.MapValue(d, "Value")
 				}
 			}
 			out = append(out, r)
@@ -145,7 +133,7 @@ func metricRefs(file string, root *yaml.Node) []metricRef {
 			walk(where, c)
 		}
 	}
-	res := get(root, "Resources")
+	res := localstack.MapValue(root, "Resources")
 	for i := 0; i+1 < len(res.Content); i += 2 {
 		walk(file+" "+res.Content[i].Value, res.Content[i+1])
 	}
@@ -153,8 +141,8 @@ func metricRefs(file string, root *yaml.Node) []metricRef {
 }
 
 func resourceType(root *yaml.Node, id string) string {
-	if r := get(get(root, "Resources"), id); r != nil {
-		if ty := get(r, "Type"); ty != nil {
+	if r := localstack.MapValue(localstack.MapValue(root, "Resources"), id); r != nil {
+		if ty := localstack.MapValue(r, "Type"); ty != nil {
 			return ty.Value
 		}
 	}
@@ -238,7 +226,7 @@ func TestAlarmsWatchWhatTheCodeEmits(t *testing.T) {
 		}
 	})
 	t.Run("dashboard", func(t *testing.T) {
-		body := get(get(get(get(api, "Resources"), "Dashboard"), "Properties"), "DashboardBody")
+		body := localstack.MapValue(localstack.MapValue(localstack.MapValue(localstack.MapValue(api, "Resources"), "Dashboard"), "Properties"), "DashboardBody")
 		if body == nil {
 			t.Fatal("template.yaml has no Dashboard")
 		}

@@ -4,7 +4,9 @@
 package stacktest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -239,4 +241,38 @@ func (s *Stack) Serve(ctx context.Context, sessionID string) error {
 		}
 	}
 	return s.App.Events.Publish(ctx, sess.UserID, webhooks.SessionStarted(sess, wsURI, now))
+}
+
+// Call sends a JSON request to the stack's API with key and decodes a 2xx
+// answer's body into into (when not nil); other statuses are errors.
+func (s *Stack) Call(method, path, key string, body, into any) error {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.Server.URL+path, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("x-api-key", key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, raw)
+	}
+	if into != nil {
+		return json.Unmarshal(raw, into)
+	}
+	return nil
 }

@@ -19,12 +19,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"time"
 
@@ -142,14 +140,14 @@ func once(ctx context.Context, stack *stacktest.Stack, lk *localstack.LiveKit, a
 			ID string `json:"session_id"`
 		} `json:"session"`
 	}
-	if err := call(stack, "POST", "/v1/sessions", acct.LiveKey, map[string]any{
+	if err := stack.Call("POST", "/v1/sessions", acct.LiveKey, map[string]any{
 		"avatar": dataURI, "room": map[string]any{"platform": "livekit", "url": lk.URL, "token": rendererTok},
 	}, &created); err != nil {
 		return 0, 0, err
 	}
 	id := created.Session.ID
 	began := time.Now()
-	if err := call(stack, "PUT", "/v1/sessions/"+id+"/start", acct.LiveKey, nil, nil); err != nil {
+	if err := stack.Call("PUT", "/v1/sessions/"+id+"/start", acct.LiveKey, nil, nil); err != nil {
 		return 0, 0, err
 	}
 	deadline := began.Add(30 * time.Second)
@@ -175,32 +173,5 @@ func once(ctx context.Context, stack *stacktest.Stack, lk *localstack.LiveKit, a
 		time.Sleep(2 * time.Millisecond)
 	}
 	toFrame = v.FirstFrameAt().Sub(began)
-	return toURI, toFrame, call(stack, "POST", "/v1/sessions/"+id+"/end", acct.LiveKey, nil, nil)
-}
-
-func call(stack *stacktest.Stack, method, path, key string, body, into any) error {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, stack.Server.URL+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("x-api-key", key)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, raw)
-	}
-	if into != nil {
-		return json.Unmarshal(raw, into)
-	}
-	return nil
+	return toURI, toFrame, stack.Call("POST", "/v1/sessions/"+id+"/end", acct.LiveKey, nil, nil)
 }

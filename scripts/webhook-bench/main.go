@@ -6,7 +6,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -82,7 +81,7 @@ func run(ctx context.Context, n int, out io.Writer) error {
 			Secret string `json:"secret"`
 		} `json:"webhook"`
 	}
-	if err := api(st, acct.LiveKey, "POST", "/v1/webhooks", map[string]any{"url": recv.URL + "/hooks", "events": []string{"session.ended"}}, &reg); err != nil {
+	if err := st.Call("POST", "/v1/webhooks", acct.LiveKey, map[string]any{"url": recv.URL + "/hooks", "events": []string{"session.ended"}}, &reg); err != nil {
 		return err
 	}
 	if verifier, err = standardwebhooks.NewWebhook(reg.Webhook.Secret); err != nil {
@@ -106,7 +105,7 @@ func run(ctx context.Context, n int, out io.Writer) error {
 		if err := st.Serve(ctx, id); err != nil {
 			return err
 		}
-		if err := api(st, acct.LiveKey, "POST", "/v1/sessions/"+id+"/end", nil, nil); err != nil {
+		if err := st.Call("POST", "/v1/sessions/"+id+"/end", acct.LiveKey, nil, nil); err != nil {
 			return err
 		}
 		select {
@@ -124,34 +123,4 @@ func run(ctx context.Context, n int, out io.Writer) error {
 	fmt.Fprintf(tw, "session.ended, signed, via SQS + DynamoDB Local\t%d\t%s\t%s\t%s\t\n", len(latencies),
 		benchtable.Percentile(latencies, 50), benchtable.Percentile(latencies, 99), benchtable.LoadAvg())
 	return tw.Flush()
-}
-
-// api calls the stack's API and decodes a 2xx answer into out.
-func api(st *stacktest.Stack, key, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, st.Server.URL+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("x-api-key", key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
 }
