@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,7 +77,9 @@ func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http
 		rc.got = append(rc.got, received{ID: r.Header.Get("webhook-id"), Type: typ, Verified: verified, Body: m,
 			Timestamp: r.Header.Get("webhook-timestamp")})
 		rc.mu.Unlock()
-		w.WriteHeader(rc.answer(n, w, r))
+		if code := rc.answer(n, w, r); code != 0 { // 0: the answer wrote itself
+			w.WriteHeader(code)
+		}
 	}))
 	t.Cleanup(rc.Close)
 	return rc
@@ -324,12 +328,25 @@ func TestWebhookFailures(t *testing.T) {
 	t.Cleanup(target.Close)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
+	var hugeSent atomic.Int64
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) int {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/redirect"):
 			// To another server on an allowed address: never followed.
 			w.Header().Set("Location", target.URL+"/elsewhere")
 			return http.StatusFound
+		case strings.HasSuffix(r.URL.Path, "/huge"):
+			// 64 MiB of answer: the deliverer reads a bounded part and
+			// hangs up, so most of it is never sent.
+			w.WriteHeader(http.StatusOK)
+			chunk := bytes.Repeat([]byte("x"), 1<<20)
+			for i := 0; i < 64; i++ {
+				if _, err := w.Write(chunk); err != nil {
+					break
+				}
+				hugeSent.Add(int64(len(chunk)))
+			}
+			return 0
 		case strings.HasSuffix(r.URL.Path, "/hang"):
 			select {
 			case <-release:
@@ -343,6 +360,7 @@ func TestWebhookFailures(t *testing.T) {
 	redirectID, _ := register(t, acct.LiveKey, rc.URL+"/redirect", "session.ended")
 	hangID, _ := register(t, acct.LiveKey, rc.URL+"/hang", "session.ended")
 	failingID, _ := register(t, acct.LiveKey, rc.URL+"/fail", "session.ended")
+	hugeID, _ := register(t, acct.LiveKey, rc.URL+"/huge", "session.ended")
 	// The failing endpoint has failed for a day already (its record says so).
 	if err := stack.App.Store.WebhookFailed(context.Background(), failingID, stack.Clock.Now().Add(-25*time.Hour), ""); err != nil {
 		t.Fatal(err)
@@ -375,6 +393,19 @@ func TestWebhookFailures(t *testing.T) {
 			if ms := a["latency_ms"].(float64); ms > 3000 || !strings.Contains(jsonString(a["error"]), "did not answer in time") {
 				t.Errorf("attempt: got %v, want a timeout after about the 1 s attempt limit", a)
 			}
+		}
+	})
+	t.Run("a huge answer is not read", func(t *testing.T) {
+		var d map[string]any
+		waitFor(t, "the huge receiver's delivery", func() bool {
+			d = deliveryOf(deliveries(t, acct.LiveKey, hugeID), "session.ended")
+			return d != nil && d["status"] == "succeeded"
+		})
+		if codes := attemptCodes(d); len(codes) != 1 || codes[0] != 200 {
+			t.Errorf("attempts: got %v, want one 200", codes)
+		}
+		if sent := hugeSent.Load(); sent >= 64<<20 {
+			t.Errorf("the receiver wrote all %d bytes: the deliverer read the whole answer", sent)
 		}
 	})
 	t.Run("an endpoint failing for a day is disabled with a reason", func(t *testing.T) {
