@@ -305,7 +305,7 @@ func (rl *signalRelay) relayWebSocket(w http.ResponseWriter, r *http.Request, ta
 		pump(down, up, nil) // the SDK's requests, as they are
 	}()
 	f := &signalFilter{guard: rl.guard, log: rl.log}
-	pump(up, down, f.filter)
+	pumpSignals(up, down, f.filter)
 	<-done
 }
 
@@ -320,12 +320,7 @@ func pump(src, dst *websocket.Conn, filter func(kind int, data []byte) ([]byte, 
 	for {
 		kind, data, err := src.ReadMessage()
 		if err != nil {
-			code, text := websocket.CloseGoingAway, ""
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) && ce.Code != websocket.CloseNoStatusReceived && ce.Code != websocket.CloseAbnormalClosure {
-				code, text = ce.Code, ce.Text
-			}
-			dst.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+			closeLike(dst, err)
 			return
 		}
 		if filter != nil {
@@ -338,6 +333,17 @@ func pump(src, dst *websocket.Conn, filter func(kind int, data []byte) ([]byte, 
 			return
 		}
 	}
+}
+
+// closeLike passes a read's end on to dst: its close code and text, or
+// "going away" when the connection just broke.
+func closeLike(dst *websocket.Conn, err error) {
+	code, text := websocket.CloseGoingAway, ""
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) && ce.Code != websocket.CloseNoStatusReceived && ce.Code != websocket.CloseAbnormalClosure {
+		code, text = ce.Code, ce.Text
+	}
+	dst.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
 }
 
 // signalFilter takes what the policy refuses out of the server's signal
