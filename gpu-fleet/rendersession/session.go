@@ -213,12 +213,25 @@ func (s *Session) run() {
 			warnTimer.Stop()
 		}
 	}()
+	var remind <-chan time.Time
+	var reminders *time.Ticker
+	defer func() {
+		if reminders != nil {
+			reminders.Stop()
+		}
+	}()
 	reason := room.NotEnded
 	for reason == room.NotEnded {
 		select {
 		case <-warn:
 			warn = nil
 			s.warnExpiring()
+			// The room hears it again every noticeRepeat: people who join
+			// later, or whose data path was not up yet, see the countdown.
+			reminders = time.NewTicker(noticeRepeat)
+			remind = reminders.C
+		case <-remind:
+			s.noticeRoom()
 		case <-s.extended:
 			// A later expiration: the warning is due again before it.
 			if t := *s.extendedTo.Load(); t.After(s.expiresAt) {
@@ -227,6 +240,10 @@ func (s *Session) run() {
 					s.warnAt = t.Add(-s.warning)
 				}
 				armWarning()
+				if reminders != nil {
+					reminders.Stop()
+					remind = nil
+				}
 				s.log.Info("session extended", "expires_at", t.UTC().Format(time.RFC3339))
 			}
 		case <-s.room.Done():
@@ -277,21 +294,35 @@ func (s *Session) Extend(t time.Time) {
 // warnExpiring tells ws_uri's client and everyone in the room that the
 // session is about to reach its expiration.
 func (s *Session) warnExpiring() {
-	left := time.Until(s.expiresAt)
-	w := audiows.SessionExpiring{
-		Type:        audiows.TypeSessionExpiring,
-		ExpiresAt:   s.expiresAt.UTC().Format(time.RFC3339),
-		SecondsLeft: max(0, int(left.Round(time.Second).Seconds())),
-	}
+	w := s.expiring()
 	s.endpoint.Warn(w)
-	payload, _ := json.Marshal(w)
-	if err := s.room.SendData(ExpiringTopic, payload); err != nil {
-		s.log.Warn("expiry warning into the room", "err", err)
-	}
+	s.noticeRoom()
 	if s.onExpiring != nil {
 		s.onExpiring(s.expiresAt, w.SecondsLeft)
 	}
 	s.log.Info("session expiring", "expires_at", w.ExpiresAt, "seconds_left", w.SecondsLeft)
+}
+
+// noticeRepeat is how often the room hears the expiry warning again.
+const noticeRepeat = 10 * time.Second
+
+// expiring is the warning as of now.
+func (s *Session) expiring() audiows.SessionExpiring {
+	return audiows.SessionExpiring{
+		Type:        audiows.TypeSessionExpiring,
+		ExpiresAt:   s.expiresAt.UTC().Format(time.RFC3339),
+		SecondsLeft: max(0, int(time.Until(s.expiresAt).Round(time.Second).Seconds())),
+	}
+}
+
+// noticeRoom sends the warning into the room (a reliable data packet on
+// ExpiringTopic), for the link page's countdown.
+func (s *Session) noticeRoom() {
+	w := s.expiring()
+	payload, _ := json.Marshal(w)
+	if err := s.room.SendData(ExpiringTopic, payload); err != nil {
+		s.log.Warn("expiry warning into the room", "err", err)
+	}
 }
 
 // sinks hands each speech event to both speech sources: ws_uri's client
