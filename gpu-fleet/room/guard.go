@@ -355,13 +355,7 @@ type signalFilter struct {
 }
 
 func (f *signalFilter) filter(kind int, data []byte) ([]byte, bool) {
-	var msg livekit.SignalResponse
-	var err error
-	if kind == websocket.TextMessage {
-		err = protojson.Unmarshal(data, &msg)
-	} else {
-		err = proto.Unmarshal(data, &msg)
-	}
+	msg, err := decodeSignal(kind, data)
 	if err != nil {
 		// The SDK could not read it either; nothing unread reaches it.
 		f.log.Warn("room server sent an unreadable signal message, dropped", "err", err)
@@ -390,9 +384,9 @@ func (f *signalFilter) filter(kind int, data []byte) ([]byte, bool) {
 		return data, true
 	}
 	if kind == websocket.TextMessage {
-		data, err = protojson.Marshal(&msg)
+		data, err = protojson.Marshal(msg)
 	} else {
-		data, err = proto.Marshal(&msg)
+		data, err = proto.Marshal(msg)
 	}
 	if err != nil {
 		f.log.Error("re-encode filtered signal message", "err", err)

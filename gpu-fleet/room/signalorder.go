@@ -30,13 +30,7 @@ const (
 )
 
 func classifySignal(kind int, data []byte) signalKind {
-	var msg livekit.SignalResponse
-	var err error
-	if kind == websocket.TextMessage {
-		err = protojson.Unmarshal(data, &msg)
-	} else {
-		err = proto.Unmarshal(data, &msg)
-	}
+	msg, err := decodeSignal(kind, data)
 	if err != nil {
 		return otherSignal
 	}
@@ -173,4 +167,17 @@ func pumpSignals(src, dst *websocket.Conn, filter func(kind int, data []byte) ([
 			}
 		}
 	}
+}
+
+// decodeSignal reads a server message in either of the SDK's encodings
+// (JSON text or protobuf binary).
+func decodeSignal(kind int, data []byte) (*livekit.SignalResponse, error) {
+	var msg livekit.SignalResponse
+	var err error
+	if kind == websocket.TextMessage {
+		err = protojson.Unmarshal(data, &msg)
+	} else {
+		err = proto.Unmarshal(data, &msg)
+	}
+	return &msg, err
 }
