@@ -96,9 +96,8 @@ type Session struct {
 	warning    time.Duration // how long before expiresAt to warn; <= 0: never
 	expires    bool          // it has an expiration (set once, read anywhere)
 	onExpiring func(expiresAt time.Time, secondsLeft int)
-	// extendedTo and extended carry a later expiration (Extend) to run.
-	extendedTo atomic.Pointer[time.Time]
-	extended   chan struct{}
+	// extended tells run that the room has a later expiration (Extend).
+	extended chan struct{}
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -234,7 +233,7 @@ func (s *Session) run() {
 			s.noticeRoom()
 		case <-s.extended:
 			// A later expiration: the warning is due again before it.
-			if t := *s.extendedTo.Load(); t.After(s.expiresAt) {
+			if t, ok := s.room.ExtendedTo(); ok && t.After(s.expiresAt) {
 				s.expiresAt = t
 				if s.warning > 0 {
 					s.warnAt = t.Add(-s.warning)
@@ -272,19 +271,9 @@ func (s *Session) run() {
 // time, and the expiry warning comes again before it. Safe from any
 // goroutine; the worker calls it when a heartbeat reads a later expiration.
 func (s *Session) Extend(t time.Time) {
-	if !s.expires {
-		return // a session without an expiration has nothing to move
+	if !s.expires || !s.room.ExtendTo(t) {
+		return // nothing to move: no expiration, or not later than the last
 	}
-	for {
-		old := s.extendedTo.Load()
-		if old != nil && !t.After(*old) {
-			return
-		}
-		if s.extendedTo.CompareAndSwap(old, &t) {
-			break
-		}
-	}
-	s.room.ExtendTo(t)
 	select {
 	case s.extended <- struct{}{}:
 	default: // run has a signal pending; it reads the latest time

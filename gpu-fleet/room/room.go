@@ -441,18 +441,27 @@ func (r *Room) watch() {
 	}
 }
 
-// ExtendTo moves the session's expiration later (POST .../extend); an
-// earlier or equal time changes nothing. Safe from any goroutine.
-func (r *Room) ExtendTo(t time.Time) {
+// ExtendTo moves the session's expiration later (POST .../extend) and
+// reports whether it did; an earlier or equal time changes nothing. Safe
+// from any goroutine.
+func (r *Room) ExtendTo(t time.Time) bool {
 	for {
 		old := r.extendedTo.Load()
 		if old != nil && !t.After(*old) {
-			return
+			return false
 		}
 		if r.extendedTo.CompareAndSwap(old, &t) {
-			return
+			return true
 		}
 	}
+}
+
+// ExtendedTo is the latest expiration ExtendTo set, if any.
+func (r *Room) ExtendedTo() (time.Time, bool) {
+	if t := r.extendedTo.Load(); t != nil {
+		return *t, true
+	}
+	return time.Time{}, false
 }
 
 // others counts the participants a viewer could be: recorders (egress)

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -176,7 +177,7 @@ func TestAlarmsWatchWhatTheCodeEmits(t *testing.T) {
 				}
 				v, ok := r.dims[dim]
 				if len(r.dims) != 1 || !ok {
-					t.Fatalf("dimensions: got %v, want %s only", keys(r.dims), dim)
+					t.Fatalf("dimensions: got %v, want %s only", slices.Sorted(maps.Keys(r.dims)), dim)
 				}
 				// !GetAtt <Queue>.QueueName of a queue of this template.
 				id, attr, _ := strings.Cut(v.Value, ".")
@@ -191,7 +192,7 @@ func TestAlarmsWatchWhatTheCodeEmits(t *testing.T) {
 			}
 			matched := false
 			for _, set := range sets {
-				if !slices.Equal(keys(r.dims), sortedKeys(set)) {
+				if !slices.Equal(slices.Sorted(maps.Keys(r.dims)), slices.Sorted(maps.Keys(set))) {
 					continue
 				}
 				matched = true
@@ -207,7 +208,7 @@ func TestAlarmsWatchWhatTheCodeEmits(t *testing.T) {
 				}
 			}
 			if !matched {
-				t.Errorf("%s %s: dimensions %v (values %v) match no line the code writes (%v)", r.namespace, r.name, keys(r.dims), values(r.dims), sets)
+				t.Errorf("%s %s: dimensions %v (values %v) match no line the code writes (%v)", r.namespace, r.name, slices.Sorted(maps.Keys(r.dims)), values(r.dims), sets)
 			}
 		})
 	}
@@ -267,28 +268,10 @@ func TestAlarmsWatchWhatTheCodeEmits(t *testing.T) {
 	})
 }
 
-func keys(m map[string]yaml.Node) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func values(m map[string]yaml.Node) []string {
 	var out []string
 	for k, v := range m {
 		out = append(out, k+"="+v.Tag+" "+v.Value)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
 	}
 	sort.Strings(out)
 	return out

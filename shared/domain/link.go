@@ -29,6 +29,9 @@ type Link struct {
 	// (kept by the start and end transactions; max_concurrent_sessions
 	// is checked against it).
 	Running int
+	// ExhaustedNoticed says link.exhausted was published for the current
+	// exhaustion (cleared by any change to the link).
+	ExhaustedNoticed bool
 }
 
 // LinkPolicy is what a link's owner may restrict beyond the contract's

@@ -82,9 +82,12 @@ type webhookRequest struct {
 }
 
 func (r webhookRequest) input() (webhooks.Input, error) {
-	for name, o := range map[string]bool{"url": r.URL.Null, "events": r.Events.Null, "enabled": r.Enabled.Null} {
-		if o {
-			return webhooks.Input{}, domain.Errorf(domain.Invalid, "%s cannot be null", name)
+	for _, f := range []struct {
+		name string
+		null bool
+	}{{"url", r.URL.Null}, {"events", r.Events.Null}, {"enabled", r.Enabled.Null}} {
+		if f.null {
+			return webhooks.Input{}, domain.Errorf(domain.Invalid, "%s cannot be null", f.name)
 		}
 	}
 	in := webhooks.Input{URL: r.URL.ptr(), Events: r.Events.Value, EventsSet: r.Events.Set, Enabled: r.Enabled.ptr()}

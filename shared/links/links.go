@@ -82,8 +82,8 @@ func (s *Service) UseEvents(p EventPublisher) { s.events = p }
 // remembers it until the owner changes the link). Best effort: a failure
 // is logged by the publisher and never fails the visitor's request.
 func (s *Service) exhausted(ctx context.Context, l domain.Link, reason string) {
-	if s.events == nil {
-		return
+	if s.events == nil || l.ExhaustedNoticed {
+		return // a refused visitor costs no write once the owner was told
 	}
 	if first, err := s.store.NoticeLinkExhausted(ctx, l.ID); err != nil || !first {
 		return

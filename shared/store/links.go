@@ -28,6 +28,7 @@ type linkItem struct {
 	AllowedOrigins    []string `dynamo:"allowed_origins,omitempty"`
 	MaxSessionMinutes *int     `dynamo:"max_session_minutes,omitempty"`
 	Running           int      `dynamo:"running,omitempty"`
+	ExhaustedNoticed  bool     `dynamo:"exhausted_noticed,omitempty"` // link.exhausted went out (NoticeLinkExhausted)
 }
 
 func toLinkItem(l domain.Link) linkItem {
@@ -54,7 +55,7 @@ func (it linkItem) domain() domain.Link {
 			MaxConcurrent: it.MaxConcurrent, VisitorStartsPerMinute: it.VisitorStarts, AllowedOrigins: it.AllowedOrigins,
 			MaxSessionMinutes: it.MaxSessionMinutes,
 		},
-		Running: it.Running,
+		Running: it.Running, ExhaustedNoticed: it.ExhaustedNoticed,
 	}
 	if it.ExpiresAt != "" {
 		t := parseTime(it.ExpiresAt)

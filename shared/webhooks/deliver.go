@@ -57,13 +57,8 @@ type Deliverer struct {
 // when a delivery runs out of retries.
 func (d *Deliverer) UseMetrics(w *emf.Writer) { d.metrics = w }
 
-func (d *Deliverer) writeMetrics(a domain.WebhookAttempt, gaveUp bool) {
-	if d.metrics != nil {
-		_ = WriteAttemptMetrics(d.metrics, a, gaveUp)
-	}
-}
-
-// WriteAttemptMetrics writes one attempt's EMF line (see UseMetrics).
+// WriteAttemptMetrics writes one attempt's EMF line (see UseMetrics); a
+// nil w writes nothing.
 func WriteAttemptMetrics(w *emf.Writer, a domain.WebhookAttempt, gaveUp bool) error {
 	failed, dead := 0, 0
 	if !a.Succeeded() {
@@ -250,7 +245,7 @@ func clip(s string) string {
 func (d *Deliverer) record(ctx context.Context, hook domain.Webhook, del domain.WebhookDelivery, a domain.WebhookAttempt) error {
 	readSeq := del.Seq
 	del.Attempts = append(del.Attempts, a)
-	defer func() { d.writeMetrics(a, del.Status == domain.DeliveryFailed) }()
+	defer func() { _ = WriteAttemptMetrics(d.metrics, a, del.Status == domain.DeliveryFailed) }()
 	if a.Succeeded() {
 		del.Status, del.NextAttemptAt = domain.DeliverySucceeded, time.Time{}
 		if err := d.store.RecordAttempt(ctx, del, readSeq); err != nil && !errors.Is(err, store.ErrChanged) {
